@@ -1,0 +1,145 @@
+"""Array API plumbing shared by every algorithm in sgmc.
+
+This is the only module outside :mod:`sgmc.backends` that touches ``array_api_compat``. Public
+functions start with ``xp = array_namespace(*arrays)``: the namespace and device of the inputs decide
+where the computation runs, mixed namespaces or devices raise with a message that names the fix, and
+nothing is copied between host and device behind the user's back.
+"""
+
+from __future__ import annotations
+
+import math
+from types import ModuleType
+from typing import Any
+
+import array_api_compat
+
+Array = Any
+Namespace = ModuleType
+
+__all__ = [
+    "Array",
+    "Namespace",
+    "array_namespace",
+    "device_of",
+    "check_same_device",
+    "is_array",
+    "float_dtype",
+    "is_floating",
+    "check_finite",
+    "as_float_array",
+    "namespace_name",
+]
+
+
+def is_array(x: Any) -> bool:
+    """Return True when ``x`` is an array of a library that array-api-compat knows."""
+    return array_api_compat.is_array_api_obj(x) and not isinstance(x, (int, float, complex, bool))
+
+
+def namespace_name(xp: Namespace) -> str:
+    """Short library name of a namespace (``"numpy"``, ``"array_api_strict"``, ``"torch"``, ``"cupy"``)."""
+    name = getattr(xp, "__name__", str(xp))
+    for known in ("array_api_strict", "numpy", "cupy", "torch", "jax", "dask"):
+        if known in name:
+            return known
+    return name
+
+
+def array_namespace(*arrays: Any, names: tuple[str, ...] | None = None) -> Namespace:
+    """Return the common array namespace of ``arrays`` and check they share a device.
+
+    ``None`` entries and Python scalars are ignored. ``names`` (same length as ``arrays``) are used
+    in the error message when namespaces or devices differ.
+
+    Raises
+    ------
+    TypeError
+        If the arrays come from different libraries.
+    ValueError
+        If they live on different devices.
+    """
+    pairs = [(a, (names[i] if names else f"argument {i}")) for i, a in enumerate(arrays)]
+    pairs = [(a, n) for a, n in pairs if a is not None and is_array(a)]
+    if not pairs:
+        msg = "no arrays were given to infer the array namespace from"
+        raise TypeError(msg)
+    spaces = []
+    for a, n in pairs:
+        spaces.append((array_api_compat.array_namespace(a), n))
+    first_xp, first_name = spaces[0]
+    for xp, n in spaces[1:]:
+        if xp is not first_xp:
+            msg = (
+                f"`{first_name}` is a {namespace_name(first_xp)} array but `{n}` is a "
+                f"{namespace_name(xp)} array; convert explicitly with "
+                f"sgmc.backends.asarray(..., backend={namespace_name(first_xp)!r})"
+            )
+            raise TypeError(msg)
+    check_same_device(*[a for a, _ in pairs], names=tuple(n for _, n in pairs))
+    return first_xp
+
+
+def device_of(x: Array) -> Any:
+    """Device of an array (``"cpu"`` for NumPy)."""
+    return array_api_compat.device(x)
+
+
+def check_same_device(*arrays: Array, names: tuple[str, ...] | None = None) -> Any:
+    """Raise ``ValueError`` unless all arrays are on one device; return that device."""
+    devs = [device_of(a) for a in arrays]
+    for i, d in enumerate(devs[1:], start=1):
+        # CuPy devices are not hashable, so compare pairwise.
+        if d != devs[0]:
+            n0 = names[0] if names else "argument 0"
+            ni = names[i] if names else f"argument {i}"
+            msg = (
+                f"`{n0}` is on device {devs[0]!r} but `{ni}` is on device {d!r}; move one of them "
+                "explicitly (sgmc never copies between devices silently)"
+            )
+            raise ValueError(msg)
+    return devs[0] if devs else None
+
+
+def is_floating(xp: Namespace, dtype: Any) -> bool:
+    """True for real floating dtypes."""
+    return xp.isdtype(dtype, "real floating")
+
+
+def float_dtype(xp: Namespace, *arrays: Array) -> Any:
+    """Working floating dtype: the widest floating dtype among ``arrays``, else float64."""
+    floats = [a.dtype for a in arrays if a is not None and is_floating(xp, a.dtype)]
+    if not floats:
+        return xp.float64
+    return xp.result_type(*floats)
+
+
+def as_float_array(xp: Namespace, x: Array, dtype: Any, name: str) -> Array:
+    """Cast ``x`` to the floating ``dtype`` (same device), checking it is numeric."""
+    if not (xp.isdtype(x.dtype, "numeric") or x.dtype == xp.bool):
+        msg = f"`{name}` must be numeric; got dtype {x.dtype}"
+        raise TypeError(msg)
+    if x.dtype != dtype:
+        x = xp.astype(x, dtype)
+    return x
+
+
+def check_finite(xp: Namespace, x: Array, name: str) -> None:
+    """Raise ``ValueError`` naming ``name`` if ``x`` holds NaN or infinite values."""
+    if xp.isdtype(x.dtype, "real floating") and not bool(xp.all(xp.isfinite(x))):
+        bad = int(xp.sum(xp.astype(~xp.isfinite(x), xp.int64)))
+        msg = f"`{name}` contains {bad} non-finite value(s) (NaN or inf); clean the data first"
+        raise ValueError(msg)
+
+
+def check_step_size(h: float, name: str = "step_size") -> float:
+    """Validate a scalar step size and return it as a float."""
+    try:
+        h = float(h)
+    except (TypeError, ValueError):
+        msg = f"`{name}` must be a positive number or a schedule; got {h!r}"
+        raise TypeError(msg) from None
+    if not math.isfinite(h) or h <= 0:
+        msg = f"`{name}` must be positive and finite; got {h}"
+        raise ValueError(msg)
+    return h

@@ -1,0 +1,258 @@
+"""Backend registry: which array library runs the computation, and its random numbers.
+
+Algorithms in sgmc never pick a backend themselves: the arrays they are given decide. This module
+answers the questions that arise where no array comes in (simulators, ``default_rng``) and converts
+explicitly between libraries.
+
+>>> from sgmc import backends
+>>> rng = backends.default_rng(0)                      # NumPy generator, SPEC 7 semantics
+>>> x = backends.asarray([1.0, 2.0], backend="numpy")
+>>> backends.get_backend(x).name
+'numpy'
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ._base import Backend, Generator, HostGenerator, numpy_dtype
+
+__all__ = [
+    "Backend",
+    "Generator",
+    "get_backend",
+    "available_backends",
+    "default_rng",
+    "asarray",
+    "to_numpy",
+    "synchronize",
+    "register_backend",
+    "save_npz",
+    "load_npz",
+]
+
+_LOADERS: dict[str, Any] = {}
+_CACHE: dict[str, Backend] = {}
+
+
+def register_backend(name: str, loader: Any) -> None:
+    """Register ``loader() -> Backend`` under ``name``; it runs on first use."""
+    _LOADERS[name] = loader
+    _CACHE.pop(name, None)
+
+
+def _load_numpy() -> Backend:
+    from ._numpy import make_backend
+
+    return make_backend()
+
+
+def _load_strict() -> Backend:
+    from ._strict import make_backend
+
+    return make_backend()
+
+
+def _load_torch() -> Backend:
+    from ._torch import make_backend
+
+    return make_backend()
+
+
+def _load_cupy() -> Backend:
+    from .cupy import make_backend
+
+    return make_backend()
+
+
+register_backend("numpy", _load_numpy)
+register_backend("array_api_strict", _load_strict)
+register_backend("torch", _load_torch)
+register_backend("cupy", _load_cupy)
+
+_ALIASES = {"np": "numpy", "strict": "array_api_strict", "array-api-strict": "array_api_strict"}
+
+
+def _by_name(name: str) -> Backend:
+    key = _ALIASES.get(name, name)
+    if key not in _LOADERS:
+        msg = f"unknown backend {name!r}; known backends are {sorted(_LOADERS)}"
+        raise ValueError(msg)
+    if key not in _CACHE:
+        try:
+            _CACHE[key] = _LOADERS[key]()
+        except ImportError as exc:
+            msg = f"backend {key!r} is not installed ({exc}); install it or use backend='numpy'"
+            raise ImportError(msg) from exc
+    return _CACHE[key]
+
+
+def _name_of_namespace(xp: ModuleType) -> str:
+    from .._array_api import namespace_name
+
+    return namespace_name(xp)
+
+
+def get_backend(obj: Any = "numpy") -> Backend:
+    """Return the :class:`Backend` for a name, a namespace module, an array or a generator.
+
+    Parameters
+    ----------
+    obj : str, module, array, Backend or Generator
+        ``"numpy"``, ``"array_api_strict"``, ``"torch"`` or ``"cupy"``; or an array namespace; or an
+        array whose library is used.
+    """
+    if isinstance(obj, Backend):
+        return obj
+    if isinstance(obj, Generator):
+        return obj.backend
+    if isinstance(obj, str):
+        return _by_name(obj)
+    if isinstance(obj, ModuleType):
+        return _by_name(_name_of_namespace(obj))
+    from .._array_api import array_namespace, is_array
+
+    if is_array(obj):
+        return _by_name(_name_of_namespace(array_namespace(obj)))
+    msg = f"cannot infer a backend from {type(obj).__name__}; pass a backend name such as 'numpy'"
+    raise TypeError(msg)
+
+
+def available_backends() -> list[str]:
+    """Names of the backends that import on this machine (CuPy only with a usable CUDA device)."""
+    out = []
+    for name in _LOADERS:
+        try:
+            b = _by_name(name)
+        except ImportError:
+            continue
+        if name == "cupy" and not b.kernels.get("_device_available", False):
+            continue
+        out.append(name)
+    return out
+
+
+def _seed_sequence(seed: Any) -> np.random.SeedSequence:
+    if seed is None or isinstance(seed, (int, np.integer)):
+        if seed is not None and int(seed) < 0:
+            msg = f"`seed` must be a non-negative integer; got {seed}"
+            raise ValueError(msg)
+        return np.random.SeedSequence(None if seed is None else int(seed))
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    msg = (
+        "`rng` must be None, a non-negative int, a numpy SeedSequence, a numpy Generator or an sgmc "
+        f"Generator; got {type(seed).__name__}"
+    )
+    raise TypeError(msg)
+
+
+def default_rng(seed: Any = None, *, backend: Any = "numpy", device: Any = None) -> Generator:
+    """Return a random generator for ``backend`` (SPEC 7 semantics).
+
+    Parameters
+    ----------
+    seed : None, int, numpy.random.SeedSequence, numpy.random.Generator or sgmc Generator
+        ``None`` draws fresh OS entropy; an int or SeedSequence seeds PCG64 (CuPy: its own generator
+        seeded from the sequence); a NumPy Generator is used as is (host backends only); an sgmc
+        Generator is returned unchanged after checking it belongs to ``backend`` and ``device``.
+    backend : str, module, array or Backend, default "numpy"
+    device : optional
+        Device the draws are made on; the backend's default if omitted.
+
+    Returns
+    -------
+    Generator
+
+    Examples
+    --------
+    >>> from sgmc.backends import default_rng
+    >>> rng = default_rng(42)
+    >>> rng.normal((2, 3)).shape
+    (2, 3)
+    >>> a, b = rng.spawn(2)      # independent streams, e.g. one per chain group
+    """
+    be = get_backend(backend)
+    if isinstance(seed, Generator):
+        if seed.backend is not be:
+            msg = (
+                f"`rng` belongs to backend {seed.backend.name!r} but the arrays are {be.name!r}; "
+                f"create it with sgmc.backends.default_rng(seed, backend={be.name!r})"
+            )
+            raise TypeError(msg)
+        if device is not None and seed.device != device:
+            if isinstance(seed, HostGenerator):
+                return HostGenerator.from_numpy(be, seed.numpy_generator, device)
+            msg = f"`rng` draws on device {seed.device!r} but the arrays are on {device!r}"
+            raise ValueError(msg)
+        return seed
+    if isinstance(seed, np.random.Generator):
+        if be.name == "cupy":
+            ss = seed.bit_generator.seed_seq
+            return be.make_generator(ss, device)
+        return HostGenerator.from_numpy(be, seed, device)
+    return be.make_generator(_seed_sequence(seed), device)
+
+
+def asarray(x: Any, *, backend: Any = "numpy", dtype: Any = None, device: Any = None) -> Any:
+    """Convert ``x`` (nested lists, NumPy or any array) to an array of ``backend``: an explicit copy.
+
+    ``dtype`` may be a string (``"float32"``) or a dtype of the target library.
+    """
+    be = get_backend(backend)
+    from .._array_api import is_array
+
+    if is_array(x) and get_backend(x) is not be:
+        x = get_backend(x).to_host(x)
+    if isinstance(dtype, str):
+        dtype = getattr(be.xp, dtype)
+    if be.name in ("numpy",):
+        return be.xp.asarray(x, dtype=dtype)
+    if isinstance(x, np.ndarray) or not is_array(x):
+        x = np.asarray(x)
+        if dtype is None and x.dtype.kind == "f":
+            dtype = getattr(be.xp, x.dtype.name)
+        return be.from_host(x, dtype, device if device is not None else be.default_device)
+    out = be.xp.asarray(x, dtype=dtype)
+    if device is not None:
+        out = be.xp.asarray(out, device=device)
+    return out
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """Copy an array of any registered backend to a NumPy array (for I/O and plotting only)."""
+    if isinstance(x, np.ndarray):
+        return x
+    from .._array_api import is_array
+
+    if not is_array(x):
+        return np.asarray(x)
+    return get_backend(x).to_host(x)
+
+
+def synchronize(backend: Any = "numpy") -> None:
+    """Wait for queued device work (a no-op on CPU backends); use before reading wall clocks."""
+    get_backend(backend).synchronize()
+
+
+def _numpy_dtype(dtype: Any) -> np.dtype:
+    return numpy_dtype(dtype)
+
+
+def save_npz(path: str, arrays: dict, meta: str) -> None:
+    """Write NumPy arrays and a JSON string to ``path`` (``.npz``); used by :meth:`sgmc.Trace.save`."""
+    payload = {k: np.asarray(v) for k, v in arrays.items()}
+    payload["__meta__"] = np.asarray(meta)
+    with open(path, "wb") as fh:
+        np.savez_compressed(fh, **payload)
+
+
+def load_npz(path: str) -> tuple[dict, str]:
+    """Read what :func:`save_npz` wrote: ``(arrays, meta)``."""
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files if k != "__meta__"}
+        meta = str(data["__meta__"]) if "__meta__" in data.files else "{}"
+    return arrays, meta

@@ -1,0 +1,40 @@
+"""PyTorch backend through array-api-compat (CPU tensors; CUDA tensors work where torch has CUDA)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from array_api_compat import torch as torch_compat
+
+from ._base import Backend, HostGenerator
+
+
+def _to_host(a) -> np.ndarray:
+    return a.detach().cpu().numpy()
+
+
+def _from_host(a: np.ndarray, dtype, device):
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    if dtype is not None:
+        t = t.to(dtype)
+    if device is not None and str(device) != "cpu":
+        t = t.to(device)
+    return t
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def make_backend() -> Backend:
+    backend = Backend(
+        name="torch",
+        xp=torch_compat,
+        make_generator=lambda ss, device: HostGenerator(backend, ss, device),
+        to_host=_to_host,
+        from_host=_from_host,
+        default_device=torch.device("cpu"),
+        synchronize=_sync,
+    )
+    return backend

@@ -1,0 +1,131 @@
+"""Sampler interface and step-size schedules.
+
+A sampler advances all chains at once. ``init(rng, position, grad_fn)`` builds the state and
+``step(rng, state, grad_fn, step_size)`` returns the next one; ``grad_fn(rng, position)`` is a gradient
+estimator. States are NamedTuples that always carry ``position`` and ``grad``, the estimate of grad log pi
+*at that position*, so a trace can store the score paired with each draw at no extra cost.
+
+Step sizes follow the review's convention (Nemeth and Fearnhead 2021, eq. 3): SGLD is
+theta' = theta + (h/2) g + N(0, h I). Papers that write epsilon for h/2 (chapter 3 of the Putcha thesis;
+Chen et al. 2014 for SGHMC) map by ``h = 2 epsilon``; the sgmcmc R package's SGHMC/SGNHT learning rate
+eta maps by ``h = 2 sqrt(eta)`` (see :func:`from_learning_rate`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+from .._array_api import check_step_size
+
+__all__ = ["Sampler", "Schedule", "constant", "polynomial", "step_sizes", "from_learning_rate", "to_epsilon"]
+
+
+class Sampler:
+    """Base class for samplers.
+
+    Attributes
+    ----------
+    name : str
+    requires_exact_gradient : bool
+        True for ULA and MALA, which :func:`sgmc.sample` pairs with the full-data gradient.
+    grads_per_step : int
+        Gradient estimates per iteration (L for SGHMC), for compute accounting.
+    """
+
+    name = "sampler"
+    requires_exact_gradient = False
+    grads_per_step = 1
+
+    def init(self, rng: Any, position: Any, grad_fn: Callable) -> Any:
+        """Initial state at ``position`` (chains, dim)."""
+        raise NotImplementedError
+
+    def step(self, rng: Any, state: Any, grad_fn: Callable, step_size: float) -> Any:
+        """One iteration for every chain."""
+        raise NotImplementedError
+
+    def state_stats(self, state: Any) -> dict:
+        """Per-chain summaries of a final state for the trace (acceptance counts, thermostats...)."""
+        return {}
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({params})"
+
+
+class Schedule:
+    """A step-size schedule: ``schedule(k)`` is the step size at iteration ``k`` (0-based)."""
+
+    def __call__(self, k: int) -> float:
+        raise NotImplementedError
+
+
+class constant(Schedule):  # noqa: N801 - reads as a function
+    """Constant step size ``h``."""
+
+    def __init__(self, h: float):
+        self.h = check_step_size(h)
+
+    def __call__(self, k: int) -> float:
+        return self.h
+
+    def __repr__(self) -> str:
+        return f"constant({self.h})"
+
+
+class polynomial(Schedule):  # noqa: N801
+    """Polynomially decaying step size ``h_k = a (b + k)^(-gamma)`` (Welling and Teh 2011).
+
+    ``gamma`` in (0.5, 1] satisfies the Robbins-Monro conditions; ``gamma = 1/3`` is the MSE-optimal
+    decay for a fixed budget (Teh et al. 2016).
+    """
+
+    def __init__(self, a: float, b: float = 1.0, gamma: float = 0.55):
+        self.a = check_step_size(a, "a")
+        if not (math.isfinite(b) and b > 0):
+            msg = f"`b` must be positive; got {b}"
+            raise ValueError(msg)
+        if not (math.isfinite(gamma) and gamma >= 0):
+            msg = f"`gamma` must be non-negative; got {gamma}"
+            raise ValueError(msg)
+        self.b = float(b)
+        self.gamma = float(gamma)
+
+    def __call__(self, k: int) -> float:
+        return self.a * (self.b + k) ** (-self.gamma)
+
+    def __repr__(self) -> str:
+        return f"polynomial(a={self.a}, b={self.b}, gamma={self.gamma})"
+
+
+def step_sizes(step_size: Any, n_iter: int) -> list[float]:
+    """Expand a scalar, a schedule (callable of k) or a sequence into ``n_iter`` validated floats."""
+    if isinstance(step_size, (int, float)) and not isinstance(step_size, bool):
+        h = check_step_size(step_size)
+        return [h] * n_iter
+    if callable(step_size):
+        out = [step_size(k) for k in range(n_iter)]
+    elif isinstance(step_size, Sequence) or hasattr(step_size, "__len__"):
+        out = [float(v) for v in step_size]
+        if len(out) != n_iter:
+            msg = f"`step_size` as a sequence must have n_iter={n_iter} entries; got {len(out)}"
+            raise ValueError(msg)
+    else:
+        msg = f"`step_size` must be a positive number, a schedule or a sequence; got {type(step_size).__name__}"
+        raise TypeError(msg)
+    for k, h in enumerate(out):
+        if not (isinstance(h, (int, float)) and math.isfinite(h) and h > 0):
+            msg = f"`step_size` must be positive and finite at every iteration; got {h!r} at iteration {k}"
+            raise ValueError(msg)
+    return [float(h) for h in out]
+
+
+def to_epsilon(h: float) -> float:
+    """Step size in the epsilon = h/2 convention (dtheta = grad log pi dt + sqrt(2) dW)."""
+    return 0.5 * float(h)
+
+
+def from_learning_rate(eta: float) -> float:
+    """Review step size h from the sgmcmc R package's SGHMC/SGNHT learning rate eta = h^2 / 4."""
+    return 2.0 * math.sqrt(float(eta))

@@ -1,0 +1,112 @@
+"""Shared fixtures: every backend-generic test runs on each installed array library.
+
+The ``xb`` fixture ("cross-backend case") is parametrised over numpy, array_api_strict (default device,
+its second device ``device1``, which stands in for a GPU, and float32), torch when installed, and cupy
+when a CUDA device is usable (marked ``gpu``). Tests build inputs with NumPy, move them with
+``xb.asarray`` and compare on the host with ``xb.to_numpy`` (backend isolation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sgmc import backends
+
+
+def _have(mod: str) -> bool:
+    try:
+        __import__(mod)
+    except ImportError:
+        return False
+    return True
+
+
+def _cupy_ready() -> bool:
+    if not _have("cupy"):
+        return False
+    from sgmc.backends.cupy import device_available
+
+    return device_available()
+
+
+@dataclass
+class BackendCase:
+    """One backend/device/dtype combination for a test."""
+
+    id: str
+    name: str
+    device: Any
+    float_dtype: str
+
+    @property
+    def backend(self):
+        return backends.get_backend(self.name)
+
+    @property
+    def xp(self):
+        return self.backend.xp
+
+    @property
+    def dtype(self):
+        return getattr(self.xp, self.float_dtype)
+
+    @property
+    def eps(self) -> float:
+        return float(np.finfo(self.float_dtype).eps)
+
+    def asarray(self, a: Any, dtype: Any = None) -> Any:
+        """NumPy data -> this backend on this device; floats take the case's dtype."""
+        a = np.asarray(a)
+        if dtype is None and a.dtype.kind == "f":
+            a = a.astype(self.float_dtype)
+        return backends.asarray(a, backend=self.name, device=self.device, dtype=dtype)
+
+    def to_numpy(self, x: Any) -> np.ndarray:
+        return backends.to_numpy(x)
+
+    def rng(self, seed: int = 0):
+        return backends.default_rng(seed, backend=self.name, device=self.device)
+
+
+def _cases() -> list:
+    cases = [pytest.param(BackendCase("numpy", "numpy", "cpu", "float64"), id="numpy")]
+    if _have("array_api_strict"):
+        import array_api_strict as strict
+
+        strict.set_array_api_strict_flags(api_version="2024.12")
+        cases += [
+            pytest.param(BackendCase("strict", "array_api_strict", strict.Device("CPU_DEVICE"), "float64"), id="array_api_strict"),
+            pytest.param(BackendCase("strict:device1", "array_api_strict", strict.Device("device1"), "float64"), id="array_api_strict:device1"),
+            pytest.param(BackendCase("strict:float32", "array_api_strict", strict.Device("CPU_DEVICE"), "float32"), id="array_api_strict:float32"),
+        ]
+    if _have("torch"):
+        import torch
+
+        cases.append(pytest.param(BackendCase("torch", "torch", torch.device("cpu"), "float64"), id="torch"))
+    gpu_skip = pytest.mark.skipif(not _cupy_ready(), reason="CuPy not installed or no usable CUDA device")
+    cases.append(pytest.param(BackendCase("cupy", "cupy", None, "float64"), id="cupy", marks=[pytest.mark.gpu, gpu_skip]))
+    return cases
+
+
+BACKEND_CASES = _cases()
+
+
+@pytest.fixture(params=BACKEND_CASES)
+def xb(request) -> BackendCase:
+    """A backend case (see module docstring)."""
+    return request.param
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip ``slow`` tests unless the marker expression asks for them (``pytest -m slow``)."""
+    markexpr = config.getoption("-m") or ""
+    if "slow" in markexpr:
+        return
+    skip = pytest.mark.skip(reason="slow study; run with -m slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
