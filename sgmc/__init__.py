@@ -15,4 +15,28 @@ from .trace import Trace
 
 __version__ = "0.1.0"
 
-__all__ = ["sample", "Trace", "backends", "models", "estimators", "samplers", "__version__"]
+__all__ = [
+    "sample",
+    "tune_step_size",
+    "Trace",
+    "backends",
+    "models",
+    "estimators",
+    "samplers",
+    "diagnostics",
+    "__version__",
+]
+
+
+def __getattr__(name: str):
+    # Diagnostics and tuning load on first use, keeping `import sgmc` light.
+    if name == "diagnostics":
+        from . import diagnostics
+
+        return diagnostics
+    if name == "tune_step_size":
+        from .tuning import tune_step_size
+
+        return tune_step_size
+    msg = f"module 'sgmc' has no attribute {name!r}"
+    raise AttributeError(msg)

@@ -34,7 +34,8 @@ __all__ = [
 
 def is_array(x: Any) -> bool:
     """Return True when ``x`` is an array of a library that array-api-compat knows."""
-    return array_api_compat.is_array_api_obj(x) and not isinstance(x, (int, float, complex, bool))
+    # Python scalars are not arrays, but NumPy scalars (np.float64 subclasses float) are 0-d arrays.
+    return array_api_compat.is_array_api_obj(x) and type(x) not in (int, float, complex, bool)
 
 
 def namespace_name(xp: Namespace) -> str:

@@ -153,7 +153,10 @@ class NoisyGradient(GradientEstimator):
 
     def __init__(self, model: Model, noise_sd: float):
         super().__init__(model)
-        s = float(noise_sd)
+        try:
+            s = float(noise_sd)
+        except (TypeError, ValueError):
+            s = math.nan
         if not (math.isfinite(s) and s >= 0):
             msg = f"`noise_sd` must be a non-negative number; got {noise_sd!r}"
             raise ValueError(msg)

@@ -57,7 +57,17 @@ def find_mode(
     -------
     array (dim,)
     """
+    from .. import backends
+
     xp = model.xp
+    if not is_array(init):
+        init = backends.asarray(init, backend=backends.get_backend(xp), dtype=model.dtype, device=model.device)
+    ref = model._reference_array() if hasattr(model, "_reference_array") else init
+    array_namespace(init, ref, names=("init", "model data"))
+    if tuple(init.shape) not in ((model.dim,), (1, model.dim)):
+        msg = f"`init` must have shape ({model.dim},) or (1, {model.dim}); got {tuple(init.shape)}"
+        raise ValueError(msg)
+    rng = backends.default_rng(rng, backend=backends.get_backend(xp), device=model.device)
     theta = xp.reshape(init, (1, -1))
     theta = xp.astype(theta, model.dtype) if theta.dtype != model.dtype else theta
     if n_steps < 1:
@@ -160,6 +170,12 @@ class ControlVariate(GradientEstimator):
         self._mb = Minibatch(model, batch_size, replace=replace)
         self.batch_size = self._mb.batch_size
         self.scale = self._mb.scale
+        if optimizer not in ("adam", "sgd"):
+            msg = f"`optimizer` must be 'adam' or 'sgd'; got {optimizer!r}"
+            raise ValueError(msg)
+        if int(opt_steps) < 1:
+            msg = f"`opt_steps` must be at least 1; got {opt_steps}"
+            raise ValueError(msg)
         self.optimizer = optimizer
         self.opt_steps = int(opt_steps)
         self.opt_step_size = opt_step_size

@@ -11,20 +11,41 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._array_api import Array, Namespace, array_namespace, as_float_array, check_finite, device_of
+from .._array_api import (
+    Array,
+    Namespace,
+    array_namespace,
+    as_float_array,
+    check_finite,
+    check_step_size,
+    device_of,
+    is_array,
+)
 from .base import Model, as_data_array, check_positive, take_rows
 
 __all__ = ["Gaussian", "GaussianTarget"]
 
 
-def _matrix(xp: Namespace, value: Any, dim: int, dtype: Any, device: Any, name: str) -> Array:
+def _parameter(xp: Namespace, value: Any, device: Any, name: str, ref: Array, ref_name: str) -> Array:
+    """An array parameter in the data's namespace and on its device.
+
+    Arrays must already share the data's library and device (nothing is copied silently); nested
+    sequences are converted explicitly.
+    """
+    if is_array(value):
+        array_namespace(value, ref, names=(name, ref_name))
+        return value
+    from .. import backends
+
+    return backends.asarray(as_data_array(value, name), backend=backends.get_backend(xp), device=device)
+
+
+def _matrix(xp: Namespace, value: Any, dim: int, dtype: Any, device: Any, name: str, ref: Array, ref_name: str) -> Array:
     """A (dim, dim) symmetric positive definite matrix from a scalar or a matrix."""
     if isinstance(value, (int, float)):
         v = check_positive(value, name)
         return v * xp.eye(dim, dtype=dtype, device=device)
-    m = as_data_array(value, name)
-    if array_namespace(m) is not xp:
-        m = xp.asarray(m, dtype=dtype, device=device)
+    m = _parameter(xp, value, device, name, ref, ref_name)
     m = as_float_array(xp, m, dtype, name)
     if tuple(m.shape) != (dim, dim):
         msg = f"`{name}` must be a positive scalar or a ({dim}, {dim}) matrix; got shape {tuple(m.shape)}"
@@ -39,10 +60,10 @@ def _matrix(xp: Namespace, value: Any, dim: int, dtype: Any, device: Any, name: 
     return m
 
 
-def _vector(xp: Namespace, value: Any, dim: int, dtype: Any, device: Any, name: str) -> Array:
+def _vector(xp: Namespace, value: Any, dim: int, dtype: Any, device: Any, name: str, ref: Array, ref_name: str) -> Array:
     if isinstance(value, (int, float)):
         return xp.full((dim,), float(value), dtype=dtype, device=device)
-    v = as_data_array(value, name)
+    v = _parameter(xp, value, device, name, ref, ref_name)
     v = as_float_array(xp, v, dtype, name)
     if tuple(v.shape) != (dim,):
         msg = f"`{name}` must be a scalar or have shape ({dim},); got {tuple(v.shape)}"
@@ -84,10 +105,10 @@ class Gaussian(Model):
         dev = device_of(y)
         super().__init__(y.shape[0], y.shape[1], xp, dtype, dev)
         self.y = y
-        self.cov = _matrix(xp, cov, self.dim, dtype, dev, "cov")
+        self.cov = _matrix(xp, cov, self.dim, dtype, dev, "cov", y, "y")
         self.precision = xp.linalg.inv(self.cov)
-        self.prior_mean = _vector(xp, prior_mean, self.dim, dtype, dev, "prior_mean")
-        self.prior_cov = _matrix(xp, prior_cov, self.dim, dtype, dev, "prior_cov")
+        self.prior_mean = _vector(xp, prior_mean, self.dim, dtype, dev, "prior_mean", y, "y")
+        self.prior_cov = _matrix(xp, prior_cov, self.dim, dtype, dev, "prior_cov", y, "y")
         self.prior_precision = xp.linalg.inv(self.prior_cov)
         self._logdet_cov = float(xp.sum(xp.log(xp.linalg.eigvalsh(self.cov))))
         self._logdet_prior = float(xp.sum(xp.log(xp.linalg.eigvalsh(self.prior_cov))))
@@ -191,7 +212,7 @@ class GaussianTarget(Model):
         dev = device_of(mean)
         super().__init__(0, mean.shape[0], xp, dtype, dev)
         self.mean = mean
-        self.cov = _matrix(xp, cov, self.dim, dtype, dev, "cov")
+        self.cov = _matrix(xp, cov, self.dim, dtype, dev, "cov", mean, "mean")
         self.precision = xp.linalg.inv(self.cov)
         self._logdet = float(xp.sum(xp.log(xp.linalg.eigvalsh(self.cov))))
 
@@ -240,10 +261,17 @@ class GaussianTarget(Model):
         recursion is stationary only for ``h < 4 min_j sigma_j^2``.
         """
         xp = self.xp
-        h = float(step_size)
+        h = check_step_size(step_size)
+        try:
+            s2 = float(grad_noise_var)
+        except (TypeError, ValueError):
+            s2 = math.nan
+        if not (math.isfinite(s2) and s2 >= 0):
+            msg = f"`grad_noise_var` must be a non-negative number; got {grad_noise_var!r}"
+            raise ValueError(msg)
         evals, evecs = xp.linalg.eigh(self.cov)
         if h >= 4.0 * float(xp.min(evals)):
             msg = f"`step_size`={h} is not below 4 * smallest variance = {4.0 * float(xp.min(evals))}: SGLD has no stationary law"
             raise ValueError(msg)
-        c = evals * (1.0 + h * grad_noise_var / 4.0) / (1.0 - h / (4.0 * evals))
+        c = evals * (1.0 + h * s2 / 4.0) / (1.0 - h / (4.0 * evals))
         return (evecs * c) @ evecs.T

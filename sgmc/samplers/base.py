@@ -14,6 +14,7 @@ eta maps by ``h = 2 sqrt(eta)`` (see :func:`from_learning_rate`).
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Callable, Sequence
 
 from .._array_api import check_step_size
@@ -101,24 +102,31 @@ class polynomial(Schedule):  # noqa: N801
 
 def step_sizes(step_size: Any, n_iter: int) -> list[float]:
     """Expand a scalar, a schedule (callable of k) or a sequence into ``n_iter`` validated floats."""
-    if isinstance(step_size, (int, float)) and not isinstance(step_size, bool):
+    scalar = isinstance(step_size, numbers.Real) or getattr(step_size, "ndim", None) == 0
+    if scalar and not isinstance(step_size, bool):
         h = check_step_size(step_size)
         return [h] * n_iter
     if callable(step_size):
         out = [step_size(k) for k in range(n_iter)]
-    elif isinstance(step_size, Sequence) or hasattr(step_size, "__len__"):
-        out = [float(v) for v in step_size]
+    elif not isinstance(step_size, (str, bytes)) and (isinstance(step_size, Sequence) or hasattr(step_size, "__len__")):
+        out = list(step_size)
         if len(out) != n_iter:
             msg = f"`step_size` as a sequence must have n_iter={n_iter} entries; got {len(out)}"
             raise ValueError(msg)
     else:
         msg = f"`step_size` must be a positive number, a schedule or a sequence; got {type(step_size).__name__}"
         raise TypeError(msg)
+    values = []
     for k, h in enumerate(out):
-        if not (isinstance(h, (int, float)) and math.isfinite(h) and h > 0):
+        try:
+            v = float(h) if not isinstance(h, (bool, str, bytes)) else math.nan
+        except (TypeError, ValueError):
+            v = math.nan
+        if not (math.isfinite(v) and v > 0):
             msg = f"`step_size` must be positive and finite at every iteration; got {h!r} at iteration {k}"
             raise ValueError(msg)
-    return [float(h) for h in out]
+        values.append(v)
+    return values
 
 
 def to_epsilon(h: float) -> float:

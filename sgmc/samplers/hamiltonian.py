@@ -16,6 +16,7 @@ Momentum is updated before position (semi-implicit), as in the papers and the sg
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, NamedTuple
 
 from .._array_api import Array, array_namespace
@@ -56,8 +57,8 @@ class SGHMC(Sampler):
         if not (math.isfinite(friction) and friction > 0):
             msg = f"`friction` must be positive; got {friction}"
             raise ValueError(msg)
-        if int(n_leapfrog) < 1:
-            msg = f"`n_leapfrog` must be at least 1; got {n_leapfrog}"
+        if isinstance(n_leapfrog, bool) or not isinstance(n_leapfrog, numbers.Integral) or n_leapfrog < 1:
+            msg = f"`n_leapfrog` must be an integer of at least 1; got {n_leapfrog!r}"
             raise ValueError(msg)
         self.friction = float(friction)
         self.n_leapfrog = int(n_leapfrog)

@@ -147,6 +147,9 @@ class MALA(Sampler):
     requires_exact_gradient = True
 
     def __init__(self, model: Any):
+        if not (hasattr(model, "log_posterior") and hasattr(model, "xp")):
+            msg = f"`model` for MALA must be an sgmc model with a full log posterior; got {type(model).__name__}"
+            raise TypeError(msg)
         self.model = model
 
     def init(self, rng, position, grad_fn):

@@ -1,0 +1,1 @@
+"""asv benchmarks for sgmc (run ``asv`` from ``asv_benchmarks/``; see its README)."""

@@ -1,0 +1,95 @@
+"""Stochastic gradient MCMC on Bayesian logistic regression (N = 10^5 data, minibatches of n = 1000).
+
+``MinibatchDraw`` times the per-chain index draw alone, ``SGLDStep`` one SGLD iteration (a fresh
+minibatch per chain, the gradient, the step) through the sampler kernel. ``SGLDSample`` times and measures the peak memory of a whole ``sgmc.sample`` run of
+10^4 iterations, which adds the runner's bookkeeping and the preallocated trace. Both run d in
+{10, 100} and 1 or 32 chains; per chain-iteration costs and the comparison with a hand-written NumPy
+loop are in ``asv_benchmarks/peer_sgld.py`` and ``docs/performance.md``.
+"""
+
+from __future__ import annotations
+
+from .common import BACKENDS, XPBenchmark, logistic_data, safe_import
+
+with safe_import():
+    import sgmc
+    from sgmc.backends import default_rng
+    from sgmc.estimators import Minibatch
+    from sgmc.models import LogisticRegression
+    from sgmc.samplers import SGLD
+
+N_DATA = 100_000
+BATCH = 1_000
+STEP_SIZE = 1e-5
+N_ITER = 10_000
+
+
+class _LogisticSGLD(XPBenchmark):
+    param_names = ("backend", "dim", "chains")
+    params = (BACKENDS, [10, 100], [1, 32])
+
+    def prepare(self, dim, chains):
+        X, y = logistic_data(N_DATA, dim)
+        self.model = LogisticRegression(self.asarray(X), self.asarray(y))
+
+
+class SGLDStep(_LogisticSGLD):
+    """One SGLD iteration for all chains: minibatch draw, gradient estimate, Langevin step."""
+
+    def prepare(self, dim, chains):
+        super().prepare(dim, chains)
+        self.estimator = Minibatch(self.model, BATCH)
+        self.sampler = SGLD()
+        self.rng = default_rng(0, backend=self.be)
+        start = self.rng.normal((chains, dim), dtype=self.model.dtype)
+        self.state = self.sampler.init(self.rng, start, self.estimator)
+
+    def warm_up(self, backend, dim, chains):
+        self.time_sgld_step(backend, dim, chains)
+
+    def time_sgld_step(self, backend, dim, chains):
+        self.sampler.step(self.rng, self.state, self.estimator, STEP_SIZE)
+        self.sync()
+
+
+class MinibatchDraw(XPBenchmark):
+    """Per-chain minibatch indices without replacement: n = 1000 of N = 10^5 for every chain."""
+
+    param_names = ("backend", "chains")
+    params = (BACKENDS, [1, 32])
+
+    def prepare(self, chains):
+        self.rng = default_rng(0, backend=self.be)
+
+    def warm_up(self, backend, chains):
+        self.time_subsample(backend, chains)
+
+    def time_subsample(self, backend, chains):
+        self.rng.subsample(N_DATA, BATCH, chains)
+        self.sync()
+
+
+class SGLDSample(_LogisticSGLD):
+    """``sgmc.sample`` with SGLD: 10^4 iterations, every draw kept (slow: minutes per backend)."""
+
+    # one run is the measurement; the largest case takes minutes on a 2-core CPU
+    number = 1
+    repeat = 1
+    rounds = 2
+    warmup_time = 0
+    timeout = 3600
+
+    def warm_up(self, backend, dim, chains):
+        self._run(chains, 10)
+
+    def _run(self, chains, n_iter):
+        trace = sgmc.sample(self.model, "sgld", "minibatch", step_size=STEP_SIZE, batch_size=BATCH,
+                            n_iter=n_iter, chains=chains, rng=0, progress=False)
+        self.sync()
+        return trace
+
+    def time_sample(self, backend, dim, chains):
+        self._run(chains, N_ITER)
+
+    def peakmem_sample(self, backend, dim, chains):
+        self._run(chains, N_ITER)

@@ -1,0 +1,279 @@
+"""SGLD on logistic regression: ``sgmc.sample`` against a hand-written NumPy loop, in one run.
+
+Both implementations do the same work per iteration and chain: draw a minibatch of ``n`` indices
+without replacement (each chain its own), gather those rows of ``X`` and ``y``, compute
+``eta = X_b theta``, the sigmoid with one ``exp`` per datum, the weighted sum ``X_b^T (y_b - sigmoid)``,
+add the N(0, 10 I) prior gradient, take the step ``theta + (h/2) g + sqrt(h) z`` and store ``theta`` in a
+preallocated ``(chains, n_iter, d)`` array. The hand-written loop has no validation, no statistics and
+no divergence check; it draws its minibatches whichever way is fastest in NumPy for the chain count
+(``Generator.choice(..., replace=False)`` per chain, or one vectorised draw for all chains, chosen by a
+timing pass before the measurement and reported).
+
+Before timing, ``--check`` (on by default) runs the hand-written loop on sgmc's own random stream and
+verifies that it reproduces ``sgmc.sample`` draw for draw, so both sides provably compute the same thing.
+
+The two implementations alternate within every repetition (``sgmc, hand`` then ``hand, sgmc``) and the
+medians are reported, so machine noise affects both alike.
+
+Usage (from the repository root)::
+
+    python asv_benchmarks/peer_sgld.py                     # d in {10, 100}, chains in {1, 32}
+    python asv_benchmarks/peer_sgld.py --iters 500 --reps 3 --dims 10 --chains 1 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import sgmc
+from sgmc.models import LogisticRegression
+
+N_DATA = 100_000
+BATCH = 1_000
+PRIOR_VAR = 10.0
+STEP_SIZE = 1e-5
+
+
+def make_data(n_data: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Standard normal features and labels from a logistic model with theta ~ N(0, I / dim)."""
+    r = np.random.default_rng(seed)
+    X = r.standard_normal((n_data, dim))
+    theta = r.standard_normal(dim) / math.sqrt(dim)
+    y = (r.random(n_data) < 1.0 / (1.0 + np.exp(-X @ theta))).astype(np.float64)
+    return X, y
+
+
+# -- minibatch draws for the hand-written loop ------------------------------------------------------
+def draw_choice(gen: np.random.Generator, n_data: int, n: int, chains: int) -> np.ndarray:
+    """One ``Generator.choice`` without replacement per chain (Floyd's algorithm in C)."""
+    return np.stack([gen.choice(n_data, n, replace=False, shuffle=False) for _ in range(chains)])
+
+
+def draw_vectorised(gen: np.random.Generator, n_data: int, n: int, chains: int) -> np.ndarray:
+    """All chains at once: draw a few more than ``n`` with replacement, keep the first ``n`` distinct.
+
+    Only valid for ``n`` much smaller than ``n_data``; redraws the (rare) rows that come up short.
+    """
+    dups = n * n / (2.0 * n_data)
+    m = n + int(math.ceil(2.0 * dups + 8.0 * math.sqrt(dups + 1.0) + 4.0))
+    bits = (m - 1).bit_length()
+    pos = np.arange(m, dtype=np.int64)
+    out = np.empty((chains, n), dtype=np.int64)
+    rows = np.arange(chains)
+    while rows.size:
+        b = rows.size
+        d = gen.integers(0, n_data, size=(b, m))
+        key = np.sort((d << bits) | pos, axis=1)       # by value, then by draw position
+        val = key >> bits
+        later = np.zeros((b, m), dtype=bool)           # later copies of a value, in sorted order
+        later[:, 1:] = val[:, 1:] == val[:, :-1]
+        r, c = np.nonzero(later)
+        keep = np.ones((b, m), dtype=bool)
+        keep[r, key[r, c] & ((1 << bits) - 1)] = False
+        counts = m - np.bincount(r, minlength=b)
+        good = counts >= n
+        kept = d[keep]
+        start = np.cumsum(counts) - counts
+        out[rows[good]] = kept[start[good][:, None] + pos[:n]]
+        rows = rows[~good]
+    return out
+
+
+def draw_sgmc_stream(gen, n_data, n, chains):
+    """sgmc's own subsample (used only by the equivalence check)."""
+    from sgmc.backends._base import subsample_indices
+
+    return subsample_indices(gen, n_data, n, chains)
+
+
+DRAWS = {"choice": draw_choice, "vectorised": draw_vectorised}
+
+
+# -- the hand-written loop ----------------------------------------------------------------------------
+def hand_sgld(X, y, n, chains, n_iter, h, seed, draw, *, streams=None):
+    """Plain NumPy SGLD for logistic regression with minibatches drawn by ``draw``.
+
+    ``streams=(init_gen, run_gen)`` replaces the generators (the equivalence check passes sgmc's).
+    """
+    n_data, dim = X.shape
+    if streams is None:
+        init_gen = run_gen = np.random.default_rng(seed)
+    else:
+        init_gen, run_gen = streams
+    scale = n_data / n
+    half_h = 0.5 * h
+    sqrt_h = math.sqrt(h)
+    draws = np.empty((chains, n_iter, dim))
+
+    def grad(theta):
+        idx = draw(run_gen, n_data, n, chains)
+        Xb = np.take(X, idx, axis=0)                      # (chains, n, dim)
+        eta = np.matmul(Xb, theta[:, :, None])[:, :, 0]   # (chains, n)
+        e = np.exp(-np.abs(eta))                          # one exp per datum
+        inv = 1.0 / (1.0 + e)
+        r = np.take(y, idx) - np.where(eta >= 0, inv, e * inv)
+        return -theta / PRIOR_VAR + scale * np.matmul(r[:, None, :], Xb)[:, 0, :]
+
+    theta = init_gen.standard_normal((chains, dim))
+    g = grad(theta)
+    for k in range(n_iter):
+        theta = theta + half_h * g + sqrt_h * run_gen.standard_normal((chains, dim))
+        g = grad(theta)
+        draws[:, k, :] = theta
+    return draws
+
+
+def run_sgmc(model, n, chains, n_iter, h, seed):
+    return sgmc.sample(model, "sgld", "minibatch", step_size=h, batch_size=n, n_iter=n_iter,
+                       chains=chains, rng=seed, progress=False).draws
+
+
+def check_equivalence(X, y, model, chains, n_iter=50, seed=3) -> float:
+    """Run the hand-written loop on sgmc's random streams; return the largest draw difference."""
+    init_ss, _, run_ss = np.random.SeedSequence(seed).spawn(3)
+    streams = (np.random.Generator(np.random.PCG64(init_ss)), np.random.Generator(np.random.PCG64(run_ss)))
+    ours = run_sgmc(model, BATCH, chains, n_iter, STEP_SIZE, seed)
+    hand = hand_sgld(X, y, BATCH, chains, n_iter, STEP_SIZE, seed, draw_sgmc_stream, streams=streams)
+    return float(np.max(np.abs(np.asarray(ours) - hand)))
+
+
+def pick_draw(n_data, n, chains, trials=40) -> str:
+    """The faster of the two NumPy minibatch draws for this chain count (alternating, medians)."""
+    gen = np.random.default_rng(0)
+    times = {k: [] for k in DRAWS}
+    for t in range(trials):
+        for name in (list(DRAWS) if t % 2 == 0 else list(DRAWS)[::-1]):
+            t0 = time.perf_counter()
+            DRAWS[name](gen, n_data, n, chains)
+            times[name].append(time.perf_counter() - t0)
+    return min(times, key=lambda k: statistics.median(times[k]))
+
+
+def profile(args) -> int:
+    """Print where one ``sgmc.sample`` run spends its time, per case."""
+    import cProfile
+    import pstats
+
+    for dim in args.dims:
+        X, y = make_data(N_DATA, dim)
+        model = LogisticRegression(X, y, prior_var=PRIOR_VAR)
+        for chains in args.chains:
+            run_sgmc(model, BATCH, chains, 20, STEP_SIZE, 0)
+            prof = cProfile.Profile()
+            prof.runcall(run_sgmc, model, BATCH, chains, args.iters, STEP_SIZE, 0)
+            print(f"\n## d={dim} chains={chains}: {args.iters} iterations")
+            pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(12)
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--iters", type=int, default=2000, help="SGLD iterations per run (default 2000)")
+    ap.add_argument("--reps", type=int, default=5, help="alternating repetitions (default 5)")
+    ap.add_argument("--dims", type=int, nargs="+", default=[10, 100])
+    ap.add_argument("--chains", type=int, nargs="+", default=[1, 32])
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall: time.perf_counter; cpu: time.process_time (steadier on a shared machine)")
+    ap.add_argument("--compare-with", metavar="MODULE",
+                    help="also time another importable copy of sgmc (e.g. an older commit's package "
+                         "renamed to sgmc_old on PYTHONPATH) in the same alternation")
+    ap.add_argument("--no-check", dest="check", action="store_false", help="skip the equivalence check")
+    ap.add_argument("--profile", action="store_true",
+                    help="instead of timing, profile one sgmc.sample run per case (cProfile, by own time)")
+    ap.add_argument("--json", help="also write the results to this file")
+    args = ap.parse_args(argv)
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    other = importlib.import_module(args.compare_with) if args.compare_with else None
+
+    print(f"# sgmc {sgmc.__version__}, numpy {np.__version__}, python {platform.python_version()}, "
+          f"{platform.machine()}, {os.cpu_count()} CPUs")
+    if args.profile:
+        print(f"# logistic regression N={N_DATA}, n={BATCH}, h={STEP_SIZE}: cProfile of sgmc.sample")
+        return profile(args)
+    print(f"# logistic regression N={N_DATA}, n={BATCH}, h={STEP_SIZE}, {args.iters} iterations, "
+          f"{args.reps} alternating repetitions, medians of {args.clock}-clock time")
+    rows = []
+    for dim in args.dims:
+        X, y = make_data(N_DATA, dim)
+        model = LogisticRegression(X, y, prior_var=PRIOR_VAR)
+        other_model = other.models.LogisticRegression(X, y, prior_var=PRIOR_VAR) if other else None
+        for chains in args.chains:
+            if args.check:
+                diff = check_equivalence(X, y, model, chains)
+                if not diff <= 1e-9:
+                    print(f"hand-written loop and sgmc disagree (max |diff| = {diff:g})", file=sys.stderr)
+                    return 1
+            draw_name = pick_draw(N_DATA, BATCH, chains)
+            draw = DRAWS[draw_name]
+            impls = {
+                "sgmc": lambda it, seed: run_sgmc(model, BATCH, chains, it, STEP_SIZE, seed),
+                "hand": lambda it, seed: hand_sgld(X, y, BATCH, chains, it, STEP_SIZE, seed, draw),
+            }
+            if other:
+                impls["other"] = lambda it, seed: other.sample(
+                    other_model, "sgld", "minibatch", step_size=STEP_SIZE, batch_size=BATCH, n_iter=it,
+                    chains=chains, rng=seed, progress=False)
+            for run in impls.values():  # warm-up
+                run(20, 0)
+            times = {k: [] for k in impls}
+            for rep in range(args.reps):
+                order = list(impls) if rep % 2 == 0 else list(impls)[::-1]
+                for which in order:
+                    t0 = clock()
+                    impls[which](args.iters, rep)
+                    times[which].append(clock() - t0)
+            per = {k: statistics.median(v) / (args.iters * chains) * 1e6 for k, v in times.items()}
+            row = {"dim": dim, "chains": chains, "sgmc_us": per["sgmc"], "hand_us": per["hand"],
+                   "ratio": per["sgmc"] / per["hand"], "hand_draw": draw_name,
+                   "sgmc_all_s": times["sgmc"], "hand_all_s": times["hand"]}
+            line = (f"d={dim:<4d} chains={chains:<3d} sgmc {per['sgmc']:8.2f} us/chain-iter   "
+                    f"hand-written {per['hand']:8.2f} us/chain-iter ({draw_name} draw)   "
+                    f"ratio {row['ratio']:.2f}")
+            if other:
+                row.update(other_us=per["other"], other_all_s=times["other"],
+                           ratio_other=per["sgmc"] / per["other"])
+                line += f"   {args.compare_with} {per['other']:8.2f} (sgmc / it {row['ratio_other']:.2f})"
+            if args.check:
+                row["check_max_abs_diff"] = diff
+            rows.append(row)
+            print(line, flush=True)
+
+    extra = f" {args.compare_with} us/chain-iter | sgmc / {args.compare_with} |" if other else ""
+    print(f"\n| d | chains | sgmc us/chain-iter | hand-written us/chain-iter | sgmc / hand-written |{extra}")
+    print("|---|---|---|---|---|" + ("---|---|" if other else ""))
+    for r in rows:
+        extra = f" {r['other_us']:.1f} | {r['ratio_other']:.2f} |" if other else ""
+        print(f"| {r['dim']} | {r['chains']} | {r['sgmc_us']:.1f} | {r['hand_us']:.1f} "
+              f"({r['hand_draw']}) | {r['ratio']:.2f} |{extra}")
+    scaling = []
+    for dim in args.dims:
+        one = [r for r in rows if r["dim"] == dim and r["chains"] == 1]
+        for r in rows:
+            if one and r["dim"] == dim and r["chains"] > 1:
+                s = {"dim": dim, "chains": r["chains"],
+                     "sgmc": r["sgmc_us"] * r["chains"] / one[0]["sgmc_us"],
+                     "hand": r["hand_us"] * r["chains"] / one[0]["hand_us"]}
+                scaling.append(s)
+    if scaling:
+        print("\nTime per iteration of C chains relative to 1 chain (C would be no gain from batching):")
+        for s in scaling:
+            print(f"  d={s['dim']:<4d} C={s['chains']}: sgmc {s['sgmc']:.1f}x, hand-written {s['hand']:.1f}x")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"rows": rows, "scaling": scaling, "iters": args.iters, "reps": args.reps,
+                       "clock": args.clock, "compare_with": args.compare_with}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

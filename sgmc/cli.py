@@ -1,0 +1,679 @@
+"""The ``sgmc`` command: run stochastic gradient MCMC from the shell.
+
+``sgmc run`` with no flags reproduces the setting of section 6.1 of Nemeth and Fearnhead (2021),
+"Stochastic gradient Markov chain Monte Carlo": Bayesian logistic regression with a N(0, 10 I) prior
+on N = 10^5 simulated data in d = 10 dimensions, fitted by SGLD and by SGLD with control variates
+(SGLD-CV) with subsample size n = 0.01 N. It prints, per method, the wall time, the number of passes
+through the data, the held-out log-loss of the posterior predictive distribution and the distance of
+the posterior-mean estimate from that of a long exact MCMC (MALA) reference run.
+
+The command is an input/output edge: it reads and simulates data with NumPy, moves them to the chosen
+backend with :func:`sgmc.backends.asarray`, and everything else runs through :func:`sgmc.sample` on
+that backend. Errors in the arguments or the data are reported on one line, ``sgmc: error: ...``, with
+exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import __version__, backends
+from .datasets import linear_regression_data, load_csv, logistic_regression_data
+from .estimators import ESTIMATORS, find_mode
+from .models import LinearRegression, LogisticRegression, Model
+from .run import sample
+from .samplers import SAMPLERS
+
+__all__ = ["main", "build_parser"]
+
+PROG = "sgmc"
+
+# The embedded default job (the review's section 6.1 with d = 10) and the --quick smoke-test job.
+FULL = {"n": 100_000, "dim": 10, "n_test": 10_000, "iters": 20_000, "ref_chains": 2, "ref_iters": 1_500}
+QUICK = {"n": 5_000, "dim": 10, "n_test": 2_000, "iters": 2_000, "ref_chains": 2, "ref_iters": 600}
+
+# Default step sizes, as multiples of a curvature scale of the posterior: h = factor / lambda_max for
+# the Langevin samplers and h = factor / sqrt(lambda_max) for the momentum samplers, where lambda_max
+# is the largest eigenvalue of the negative Hessian of log pi at the mode. The factors come from
+# pilot runs on the default job (see docs/samplers.md); --step-size overrides them.
+STEP_FACTORS = {
+    ("sgld", "minibatch"): 0.1,
+    ("sgld", "cv"): 0.5,
+    ("sgld", "svrg"): 0.5,
+    ("sgld", "full"): 0.5,
+    ("ula", "full"): 0.5,
+    ("mala", "full"): 1.0,
+    # pSGLD's preconditioner rescales the step by about 1 / |per-datum gradient|, hence the small factors
+    ("psgld", "minibatch"): 0.001,
+    ("psgld", "cv"): 0.001,
+    ("psgld", "svrg"): 0.001,
+    ("psgld", "full"): 0.001,
+}
+MOMENTUM_FACTORS = {"minibatch": 0.3, "cv": 1.0, "svrg": 0.3, "full": 0.3}
+MALA_TARGET_ACCEPTANCE = 0.574
+LOG_LOSS_DRAWS = 1000
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr, exit status 2."""
+
+    def error(self, message: str):
+        _fail(message)
+
+
+class _Failure(Exception):
+    """A user error already phrased for the command line."""
+
+
+def _fail(message: str):
+    raise _Failure(message)
+
+
+def _split_names(values: Sequence[str] | None, known: Sequence[str], flag: str, default: list) -> list:
+    if not values:
+        return list(default)
+    out = []
+    for v in values:
+        for name in v.split(","):
+            name = name.strip().lower()
+            if not name:
+                continue
+            if name not in known:
+                msg = f"{flag}: unknown name {name!r}; choose from {', '.join(sorted(known))}"
+                raise ValueError(msg)
+            if name not in out:
+                out.append(name)
+    if not out:
+        msg = f"{flag}: no names given"
+        raise ValueError(msg)
+    return out
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return v
+
+
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {v}")
+        return v
+
+    return parse
+
+
+def _batch_size(text: str) -> float | int:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or a fraction in (0, 1), got {text!r}") from None
+    if 0 < v < 1:
+        return v
+    if v >= 1 and v == int(v):
+        return int(v)
+    raise argparse.ArgumentTypeError(f"expected an integer >= 1 or a fraction in (0, 1), got {text!r}")
+
+
+def _step_sizes(text: str) -> list:
+    out = []
+    for part in text.split(","):
+        out.append(_positive_float(part.strip()))
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``sgmc`` command."""
+    parser = _Parser(
+        prog=PROG,
+        description="Stochastic gradient MCMC from the command line.",
+        epilog="Run 'sgmc run --help' for the options of the run command.",
+    )
+    parser.add_argument("--version", action="version", version=f"sgmc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    run = sub.add_parser(
+        "run",
+        help="fit a regression with SGMCMC methods and compare them with an exact reference",
+        description=(
+            "Fit Bayesian logistic (or linear) regression with stochastic gradient MCMC and print, per "
+            "method: wall time, data passes, held-out log-loss of the posterior predictive and the "
+            "distance of the posterior mean from an exact reference. With no options: the review's "
+            "section 6.1 logistic regression (N = 100000, d = 10) fitted by SGLD and SGLD-CV with "
+            "n = 0.01 N."
+        ),
+    )
+    run.add_argument("--model", choices=("logistic", "linear"), default="logistic",
+                     help="regression model, prior N(0, 10 I); linear: unit noise variance (default: logistic)")
+    run.add_argument("--sampler", action="append", metavar="NAME",
+                     help=f"sampler(s), repeatable or comma separated: {', '.join(sorted(SAMPLERS))} "
+                     "(default: sgld)")
+    run.add_argument("--estimator", action="append", metavar="NAME",
+                     help="gradient estimator(s), repeatable or comma separated: minibatch, cv, svrg, full; "
+                     "every sampler runs with every estimator (default: minibatch,cv)")
+    run.add_argument("--backend", choices=("numpy", "array_api_strict", "torch", "cupy"), default="numpy",
+                     help="array library the computation runs on (default: numpy)")
+    run.add_argument("--data", metavar="CSV", help="fit this CSV file instead of simulated data")
+    run.add_argument("--target", default="-1", metavar="COL",
+                     help="target column of --data, by header name or index (default: the last column)")
+    run.add_argument("--intercept", action="store_true", help="add an intercept column to --data")
+    run.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
+                     help="fraction of --data rows held out for the log-loss (default: 0.2)")
+    run.add_argument("--n-data", type=_int_at_least(10), metavar="N",
+                     help="size of the simulated training set (default: 100000; 5000 with --quick)")
+    run.add_argument("--dim", type=_int_at_least(1), metavar="D", help="dimension of the simulated data (default: 10)")
+    run.add_argument("--step-size", type=_step_sizes, metavar="H",
+                     help="step size h (review convention), one for all methods or a comma list with one "
+                     "per method (default: from the posterior curvature, see docs/samplers.md)")
+    run.add_argument("--batch-size", type=_batch_size, default=0.01, metavar="n",
+                     help="subsample size: an integer, or a fraction of N (default: 0.01)")
+    run.add_argument("--iters", type=_int_at_least(2), metavar="K",
+                     help="iterations per method, burn-in (or, for cv, mode-search steps) included "
+                     "(default: 20000; 2000 with --quick)")
+    run.add_argument("--burn-in", type=_int_at_least(0), metavar="B",
+                     help="iterations discarded; for the cv estimator, optimiser steps that find the "
+                     "mode instead (default: half of --iters)")
+    run.add_argument("--chains", type=_int_at_least(1), default=1, metavar="C", help="chains per method (default: 1)")
+    run.add_argument("--seed", type=_int_at_least(0), default=0, metavar="S", help="seed for data and samplers (default: 0)")
+    run.add_argument("--reference-iters", type=_int_at_least(10), metavar="R",
+                     help="iterations per chain of the MALA reference (default: 1500; 600 with --quick)")
+    run.add_argument("--plot", metavar="FILE", help="write trace plots of the first coordinates (PNG, PDF, SVG)")
+    run.add_argument("--output", metavar="FILE.npz", help="save draws, reference and table to a .npz file")
+    run.add_argument("--no-progress", action="store_true", help="no progress bars or status lines")
+    run.add_argument("--quick", action="store_true",
+                     help="a small configuration for smoke tests (N = 5000, 2000 iterations)")
+    return parser
+
+
+# -- problem set-up -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Problem:
+    model: Model
+    X_test: Any
+    y_test: Any
+    kind: str
+    description: str
+    mode: Any = None
+    lambda_max: float = float("nan")
+    reference_mean: np.ndarray | None = None
+    reference_note: str = ""
+
+
+def _status(args, text: str) -> None:
+    if not args.no_progress:
+        print(text, file=sys.stderr, flush=True)
+
+
+def _load_problem(args, cfg: dict) -> _Problem:
+    be = backends.get_backend(args.backend)
+    if args.data is not None:
+        if not 0.0 < args.test_fraction < 1.0:
+            msg = f"--test-fraction must be in (0, 1); got {args.test_fraction}"
+            raise ValueError(msg)
+        table = load_csv(args.data, target=args.target, intercept=args.intercept)
+        n_all = table.X.shape[0]
+        n_test = int(round(args.test_fraction * n_all))
+        if n_test < 1 or n_all - n_test < 2:
+            msg = f"--data {args.data!r} has {n_all} rows: too few to hold out a test set"
+            raise ValueError(msg)
+        perm = np.random.default_rng(args.seed).permutation(n_all)
+        test, train = perm[:n_test], perm[n_test:]
+        X, y, X_test, y_test = table.X[train], table.y[train], table.X[test], table.y[test]
+        if args.model == "logistic" and not np.all((table.y == 0) | (table.y == 1)):
+            msg = (
+                f"--target column {table.target_name!r} of {args.data!r} must hold only 0 and 1 for "
+                "--model logistic (use --model linear for a continuous target)"
+            )
+            raise ValueError(msg)
+        description = (
+            f"{args.model} regression on {os.path.basename(args.data)} (target {table.target_name!r}; "
+            f"{X.shape[1]} features{' incl. intercept' if args.intercept else ''}); "
+            f"N = {X.shape[0]} training rows, {n_test} held out"
+        )
+    else:
+        n = args.n_data if args.n_data is not None else cfg["n"]
+        dim = args.dim if args.dim is not None else cfg["dim"]
+        n_test = max(1000, min(cfg["n_test"], n // 5)) if args.n_data is not None else cfg["n_test"]
+        simulate = logistic_regression_data if args.model == "logistic" else linear_regression_data
+        data = simulate(n=n, dim=dim, n_test=n_test, rng=args.seed)
+        X, y, X_test, y_test = data.X, data.y, data.X_test, data.y_test
+        description = (
+            f"{args.model} regression, simulated as in the review's section 6.1 (rho = 0.4, seed "
+            f"{args.seed}): N = {n}, d = {dim}, {n_test} held-out points"
+        )
+    to = lambda a: backends.asarray(a, backend=be)  # noqa: E731
+    X, y, X_test, y_test = to(X), to(y), to(X_test), to(y_test)
+    model = LogisticRegression(X, y) if args.model == "logistic" else LinearRegression(X, y)
+    return _Problem(model, X_test, y_test, args.model, description)
+
+
+# -- mode and curvature ---------------------------------------------------------------------------
+
+
+def _precision(model: Model, theta: Any) -> Any:
+    """Negative Hessian of log pi at ``theta`` (dim,): exact likelihood Hessians, prior by differences."""
+    xp = model.xp
+    d = model.dim
+    t = xp.reshape(theta, (1, d))
+    eye = xp.eye(d, dtype=model.dtype, device=model.device)
+    try:
+        chunk = max(1, min(model.n_data, 4_000_000 // max(d * d, 1)))
+        H = xp.zeros((d, d), dtype=model.dtype, device=model.device)
+        for start in range(0, model.n_data, chunk):
+            stop = min(start + chunk, model.n_data)
+            idx = xp.reshape(xp.arange(start, stop, dtype=xp.int64, device=model.device), (1, -1))
+            H = H + xp.sum(model.hess_log_lik(t, idx)[0, ...], axis=0)
+        eps = 1e-3
+        gp = model.grad_log_prior(xp.concat([t + eps * eye, t - eps * eye], axis=0))
+        H = H + (gp[:d, :] - gp[d:, :]).T / (2 * eps)
+    except NotImplementedError:
+        eps = 1e-5
+        g = model.grad_log_posterior(xp.concat([t + eps * eye, t - eps * eye], axis=0))
+        H = (g[:d, :] - g[d:, :]).T / (2 * eps)
+    P = -H
+    return 0.5 * (P + P.T)
+
+
+def _find_mode(model: Model, rng: Any, batch: Any) -> tuple[Any, Any, int]:
+    """Adam (sgmc.estimators.find_mode) followed by damped Newton steps on the full posterior."""
+    xp = model.xp
+    start = xp.zeros((model.dim,), dtype=model.dtype, device=model.device)
+    nb = max(1, min(model.n_data, int(batch * model.n_data) if isinstance(batch, float) else int(batch)))
+    theta = find_mode(model, rng, start, n_steps=2000, batch_size=nb)
+    logp = float(model.log_posterior(theta))
+    newton = 0
+    for _ in range(25):
+        P = _precision(model, theta)
+        g = model.grad_log_posterior(theta)
+        step = xp.linalg.solve(P, g[:, None])[:, 0]
+        t = 1.0
+        while t > 1e-6:
+            cand = theta + t * step
+            lc = float(model.log_posterior(cand))
+            if math.isfinite(lc) and lc >= logp - 1e-9 * abs(logp):
+                break
+            t *= 0.5
+        theta, logp = cand, lc
+        newton += 1
+        size = float(xp.linalg.vector_norm(t * step))
+        if size <= 1e-10 * (1.0 + float(xp.linalg.vector_norm(theta))):
+            break
+    return theta, _precision(model, theta), newton
+
+
+class _Whitened(Model):
+    """A model reparametrised as theta = shift + L z: exact, only the coordinates change.
+
+    MALA on z mixes well when L L^T approximates the posterior covariance (here: the inverse Hessian
+    at the mode), which makes a short run an accurate reference.
+    """
+
+    def __init__(self, base: Model, shift: Any, L: Any):
+        super().__init__(base.n_data, base.dim, base.xp, base.dtype, base.device)
+        self.base, self.shift, self.L = base, shift, L
+        self.has_data = getattr(base, "has_data", True)
+
+    def _reference_array(self):
+        return self.base._reference_array()
+
+    def to_theta(self, z):
+        return self.shift + z @ self.L.T
+
+    def log_prior(self, z):
+        return self.base.log_prior(self.to_theta(z))
+
+    def grad_log_prior(self, z):
+        return self.base.grad_log_prior(self.to_theta(z)) @ self.L
+
+    def log_lik(self, z, idx=None):
+        return self.base.log_lik(self.to_theta(z), idx)
+
+    def grad_log_lik(self, z, idx=None):
+        return self.base.grad_log_lik(self.to_theta(z), idx) @ self.L
+
+    def grad_log_lik_sum(self, z, idx=None, weights=None):
+        return self.base.grad_log_lik_sum(self.to_theta(z), idx, weights) @ self.L
+
+
+def _mala_reference(args, problem: _Problem, precision: Any, chains: int, iters: int, seed) -> tuple:
+    """Posterior mean from MALA on the whitened posterior, with a zero-variance control variate.
+
+    MALA runs on z, where theta = mode + L z and L L^T is the inverse Hessian at the mode, so the
+    target of z is close to N(0, I) and a fixed step near the optimal acceptance rate mixes fast. The
+    mean is estimated by the average of z_k + grad_z log pi(z_k), not of z_k: the added term has
+    expectation zero under the posterior (integration by parts), and for a near-Gaussian posterior it
+    cancels most of the Monte Carlo noise (Mira, Solgi and Imparato 2013, first-order zero-variance
+    control variate). Batch means of the same terms give the estimate's standard error.
+    """
+    model = problem.model
+    xp = model.xp
+    cov = xp.linalg.inv(precision)
+    L = xp.linalg.cholesky(0.5 * (cov + cov.T))
+    white = _Whitened(model, problem.mode, L)
+    zero = xp.zeros((chains, model.dim), dtype=model.dtype, device=model.device)
+    pilot_seed, run_seed = seed.spawn(2)
+    h = 1.0
+    for s in pilot_seed.spawn(4):
+        tr = sample(white, "mala", "full", step_size=h, n_iter=100, chains=chains, init=zero, rng=s,
+                    progress=False)
+        acc = float(np.mean(tr.info["acceptance_rate"]))
+        h *= math.exp(2.0 * (acc - MALA_TARGET_ACCEPTANCE))
+    burn = max(1, iters // 10)
+    t0 = time.perf_counter()
+    tr = sample(white, "mala", "full", step_size=h, n_iter=iters, burn_in=burn, chains=chains, init=zero,
+                rng=run_seed, progress=not args.no_progress, store_grads=True)
+    elapsed = time.perf_counter() - t0
+    acc = float(np.mean(tr.info["acceptance_rate"]))
+    terms = tr.draws + tr.grads  # (chains, n, dim)
+    n_batches = 10
+    size = tr.n_draws // n_batches
+    batches = xp.mean(xp.reshape(terms[:, :size * n_batches, :], (chains * n_batches, size, model.dim)), axis=1)
+    se_theta = xp.std(batches @ L.T, axis=0, correction=1) / math.sqrt(chains * n_batches)
+    se = float(xp.linalg.vector_norm(se_theta))
+    z_mean = xp.mean(xp.reshape(terms, (-1, model.dim)), axis=0)
+    mean = backends.to_numpy(white.to_theta(xp.reshape(z_mean, (1, -1)))[0, ...])
+    note = (
+        f"MALA with h = {h:.3g} on theta = mode + L z (L L^T = inverse Hessian at the mode), started at "
+        f"the mode; {chains} chains x {iters} iterations, first {burn} discarded; acceptance {acc:.2f}; "
+        f"mean of theta + L L^T grad log pi(theta) over the draws (zero-variance control variate), "
+        f"standard error about {se:.1g}; {elapsed:.1f} s"
+    )
+    return mean, note
+
+
+# -- methods ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Method:
+    label: str
+    sampler: str
+    estimator: str
+    step_size: float = float("nan")
+
+
+def _methods(samplers: list, estimators: list) -> list:
+    out, seen = [], set()
+    for s in samplers:
+        for e in estimators:
+            if SAMPLERS[s].requires_exact_gradient:
+                e = "full"
+            if (s, e) in seen:
+                continue
+            seen.add((s, e))
+            if SAMPLERS[s].requires_exact_gradient or e == "minibatch":
+                label = s.upper()
+            else:
+                label = f"{s.upper()}-{e.upper()}"
+            out.append(_Method(label, s, e))
+    return out
+
+
+def _default_step(method: _Method, lambda_max: float) -> float:
+    if method.sampler in ("sghmc", "sgnht"):
+        return MOMENTUM_FACTORS[method.estimator] / math.sqrt(lambda_max)
+    return STEP_FACTORS[(method.sampler, method.estimator)] / lambda_max
+
+
+def _log_loss(problem: _Problem, draws: Any) -> float:
+    """Held-out negative log posterior-predictive density, averaged over the test points.
+
+    Logistic: the review's log-loss with p(x) the posterior predictive probability, the average of
+    sigmoid(x . theta) over the draws. Linear: -log of the average over draws of N(y; x . theta, s^2).
+    At most ``LOG_LOSS_DRAWS`` draws, evenly spaced, are used.
+    """
+    from .diagnostics import log_loss, predictive_log_lik
+
+    model = problem.model
+    xp = model.xp
+    X, y = problem.X_test, problem.y_test
+    k = draws.shape[0]
+    if k > LOG_LOSS_DRAWS:
+        pick = [int(i * k / LOG_LOSS_DRAWS) for i in range(LOG_LOSS_DRAWS)]
+        draws = xp.take(draws, xp.asarray(pick, dtype=xp.int64, device=model.device), axis=0)
+        k = LOG_LOSS_DRAWS
+    if problem.kind == "logistic":
+        chunk = max(1, 4_000_000 // max(int(X.shape[0]), 1))
+        total = xp.zeros((X.shape[0],), dtype=model.dtype, device=model.device)
+        for s in range(0, k, chunk):
+            total = total + xp.sum(model.predict_proba(draws[s:min(s + chunk, k), :], X), axis=0)
+        return float(log_loss(total / k, y))
+    var = model.noise_var
+    resid = y[None, :] - draws @ X.T
+    log_lik = -0.5 * resid * resid / var - 0.5 * math.log(2.0 * math.pi * var)
+    return -float(predictive_log_lik(log_lik))
+
+
+def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int, init: Any, seed) -> dict:
+    model = problem.model
+    options = {}
+    if method.estimator == "cv":
+        n_iter, burn_in, start = iters - burn, 0, None
+        options = {"opt_steps": max(burn, 100)}
+    else:
+        n_iter, burn_in, start = iters, burn, init
+    t0 = time.perf_counter()
+    # A step size that is too large overflows before sample()'s periodic divergence check turns it
+    # into a FloatingPointError with advice; NumPy's overflow warnings would only precede that message.
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            trace = sample(
+                model, method.sampler, method.estimator, step_size=method.step_size,
+                batch_size=args.batch_size, n_iter=n_iter, burn_in=burn_in, chains=args.chains, init=start,
+                rng=seed, progress=not args.no_progress, estimator_options=options or None,
+            )
+    except FloatingPointError as exc:
+        msg = f"{method.label}: {exc}"
+        raise FloatingPointError(msg) from None
+    elapsed = time.perf_counter() - t0
+    passes = float(trace.info.get("setup_data_passes", 0.0)) + float(trace.stats["data_passes"][-1])
+    mean = backends.to_numpy(trace.mean())
+    row = {
+        "method": method.label,
+        "h": method.step_size,
+        "time": elapsed,
+        "passes": passes,
+        "log_loss": _log_loss(problem, trace.flat_draws()),
+        "mean_error": float(np.linalg.norm(mean - problem.reference_mean)),
+        "kept": trace.n_draws * trace.n_chains,
+    }
+    return {"row": row, "trace": trace}
+
+
+def _format_table(rows: list, metric: str) -> str:
+    head = ("method", "h", "time (s)", "data passes", metric, "mean error")
+    body = [
+        (r["method"], f"{r['h']:.3g}", f"{r['time']:.2f}", f"{r['passes']:.1f}", f"{r['log_loss']:.4f}",
+         f"{r['mean_error']:.3g}")
+        for r in rows
+    ]
+    widths = [max(len(head[i]), *(len(b[i]) for b in body)) for i in range(len(head))]
+    line = lambda cells: "  ".join(  # noqa: E731
+        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+    )
+    return "\n".join([line(head), line(["-" * w for w in widths]), *(line(b) for b in body)])
+
+
+def _check_output_path(path: str, flag: str) -> None:
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        msg = f"{flag}: directory {parent!r} does not exist"
+        raise ValueError(msg)
+
+
+def _command_run(args) -> int:
+    cfg = QUICK if args.quick else FULL
+    samplers = _split_names(args.sampler, list(SAMPLERS), "--sampler", ["sgld"])
+    estimators = _split_names(args.estimator, [e for e in ESTIMATORS if e != "noisy"], "--estimator",
+                              ["minibatch", "cv"])
+    methods = _methods(samplers, estimators)
+    iters = args.iters if args.iters is not None else cfg["iters"]
+    burn = args.burn_in if args.burn_in is not None else iters // 2
+    if burn >= iters:
+        msg = f"--burn-in must be smaller than --iters; got --burn-in {burn} with --iters {iters}"
+        raise ValueError(msg)
+    if args.step_size is not None and len(args.step_size) not in (1, len(methods)):
+        msg = (
+            f"--step-size takes one value or one per method ({len(methods)}: "
+            f"{', '.join(m.label for m in methods)}); got {len(args.step_size)}"
+        )
+        raise ValueError(msg)
+    if args.data is None and (args.target != "-1" or args.intercept):
+        flag = "--target" if args.target != "-1" else "--intercept"
+        msg = f"{flag} applies to --data; no --data file was given"
+        raise ValueError(msg)
+    if args.data is not None and (args.n_data is not None or args.dim is not None):
+        flag = "--n-data" if args.n_data is not None else "--dim"
+        msg = f"{flag} sets the size of simulated data; it cannot be combined with --data"
+        raise ValueError(msg)
+    if args.plot is not None:
+        _check_output_path(args.plot, "--plot")
+        from .plot import _matplotlib
+
+        Figure, _ = _matplotlib()
+        formats = Figure().canvas.get_supported_filetypes()
+        ext = os.path.splitext(args.plot)[1].lower().lstrip(".")
+        if ext not in formats:
+            msg = f"--plot: cannot write {ext or 'a file without extension'!r}; use one of {', '.join(sorted(formats))}"
+            raise ValueError(msg)
+    if args.output is not None:
+        _check_output_path(args.output, "--output")
+    ref_iters = args.reference_iters if args.reference_iters is not None else cfg["ref_iters"]
+
+    seeds = np.random.SeedSequence(args.seed).spawn(3 + len(methods))
+    problem = _load_problem(args, cfg)
+    model = problem.model
+    _status(args, f"sgmc run: {problem.description}")
+
+    mode_rng = backends.default_rng(seeds[0], backend=backends.get_backend(model.xp), device=model.device)
+    t0 = time.perf_counter()
+    problem.mode, precision, n_newton = _find_mode(model, mode_rng, args.batch_size)
+    eig = backends.to_numpy(model.xp.linalg.eigvalsh(precision))
+    problem.lambda_max = float(eig[-1])
+    mode_note = f"mode by Adam (2000 steps) and {n_newton} Newton steps with exact Hessians, {time.perf_counter() - t0:.1f} s"
+    if problem.kind == "linear":
+        mean, _ = model.posterior()
+        problem.reference_mean = backends.to_numpy(mean)
+        problem.reference_note = "closed-form posterior mean of the conjugate linear model"
+    else:
+        _status(args, "computing the MALA reference ...")
+        problem.reference_mean, problem.reference_note = _mala_reference(
+            args, problem, precision, cfg["ref_chains"], ref_iters, seeds[1]
+        )
+    for k, m in enumerate(methods):
+        if args.step_size is not None:
+            m.step_size = args.step_size[0] if len(args.step_size) == 1 else args.step_size[k]
+        else:
+            m.step_size = _default_step(m, problem.lambda_max)
+
+    init_gen = np.random.default_rng(seeds[2])
+    init = backends.asarray(init_gen.standard_normal((args.chains, model.dim)), backend=backends.get_backend(model.xp),
+                            dtype=model.dtype, device=model.device)
+    results = {}
+    for k, m in enumerate(methods):
+        _status(args, f"running {m.label} (h = {m.step_size:.3g}) ...")
+        results[m.label] = _run_method(args, problem, m, iters, burn, init, seeds[3 + k])
+    rows = [r["row"] for r in results.values()]
+
+    metric = "log-loss"
+    n_batch = results[methods[0].label]["trace"].stats["batch_size"][0]
+    print(f"sgmc run: {problem.description}")
+    print(
+        f"backend {backends.get_backend(model.xp).name}; {args.chains} chain(s) per method; {iters} iterations "
+        f"per method ({burn} burn-in, or mode-search steps for cv); subsample n = {int(n_batch)}"
+    )
+    print()
+    print(_format_table(rows, metric))
+    print()
+    if problem.kind == "logistic":
+        print(
+            f"log-loss: held-out log-loss (review, section 6.1) of the posterior predictive probability, "
+            f"the average of sigmoid(x . theta) over up to {LOG_LOSS_DRAWS} kept draws"
+        )
+    else:
+        print(
+            f"log-loss: held-out negative log posterior-predictive density, averaged over up to "
+            f"{LOG_LOSS_DRAWS} kept draws"
+        )
+    print("data passes: per-datum gradient evaluations per chain / N, mode search included; "
+          "time: wall seconds of sgmc.sample")
+    ref_norm = float(np.linalg.norm(problem.reference_mean))
+    print(f"mean error: ||posterior mean - reference mean||_2, with ||reference mean||_2 = {ref_norm:.4f}")
+    print(f"reference: {problem.reference_note}; {mode_note}")
+    print(f"step sizes: {'given by --step-size' if args.step_size else 'from the curvature at the mode'}; "
+          f"lambda_max = {problem.lambda_max:.4g}")
+
+    if args.plot is not None:
+        from .plot import trace_plot
+
+        path = trace_plot({k: v["trace"] for k, v in results.items()}, args.plot,
+                          coords=tuple(range(min(3, model.dim))), reference=problem.reference_mean)
+        print(f"trace plot written to {path}")
+    if args.output is not None:
+        arrays = {f"draws_{k}": backends.to_numpy(v["trace"].draws) for k, v in results.items()}
+        arrays["reference_mean"] = problem.reference_mean
+        arrays["table"] = np.asarray(json.dumps(rows))
+        with open(args.output, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+        print(f"draws written to {args.output}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``sgmc`` command; returns the exit status.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name; ``sys.argv[1:]`` by default.
+
+    Returns
+    -------
+    int
+        0 on success, 2 for a usage or data error (reported on one line on stderr).
+
+    Examples
+    --------
+    >>> from sgmc.cli import main
+    >>> main(["run", "--quick", "--no-progress", "--model", "linear", "--iters", "200"])  # doctest: +SKIP
+    0
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return 2
+        return _command_run(args)
+    except SystemExit as exc:  # --help and --version
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    except _Failure as exc:
+        message = str(exc)
+    except (ValueError, TypeError, FloatingPointError, ImportError, OSError) as exc:
+        message = str(exc)
+    message = " ".join(message.split())
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,31 @@
+"""Diagnostics for stochastic gradient MCMC output.
+
+Kernel Stein discrepancy (:func:`ksd`, :func:`cumulative_ksd`) and Stein thinning (:func:`stein_thin`)
+measure and improve a sample's fit to the target using only the scores grad log pi at the sample
+(Nemeth and Fearnhead 2021, section 4; Riabiz et al. 2022). Effective sample size and R-hat
+(:func:`ess`, :func:`rhat`) measure mixing, and :func:`kl_gaussian`, :func:`gaussian_kl_from_samples`,
+:func:`log_loss`, :func:`predictive_log_lik` and :func:`mse` measure accuracy against a reference.
+
+The submodules are imported here, before their functions are bound, so ``sgmc.diagnostics.ess`` and
+``sgmc.diagnostics.ksd`` stay the functions even after ``import sgmc.diagnostics.ess``.
+"""
+
+from .ess import ess, ess_batch_means, rhat
+from .ksd import cumulative_ksd, ksd, ksd_preconditioner
+from .metrics import gaussian_kl_from_samples, kl_gaussian, log_loss, mse, predictive_log_lik
+from .thinning import stein_thin
+
+__all__ = [
+    "ksd",
+    "cumulative_ksd",
+    "ksd_preconditioner",
+    "stein_thin",
+    "ess",
+    "ess_batch_means",
+    "rhat",
+    "kl_gaussian",
+    "gaussian_kl_from_samples",
+    "log_loss",
+    "predictive_log_lik",
+    "mse",
+]

@@ -1,0 +1,318 @@
+"""Backend registry, SPEC 7 random generators, subsampling and explicit conversions."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from sgmc import backends
+from sgmc._array_api import array_namespace, check_same_device, device_of
+from sgmc.backends import Backend, Generator, default_rng, get_backend
+from sgmc.backends._base import numpy_dtype, subsample_indices
+
+strict = pytest.importorskip("array_api_strict")
+torch = pytest.importorskip("torch")
+
+# Threshold for the chi-square goodness-of-fit tests below: a correct sampler fails one of them with
+# probability 1e-4 at a given seed; a sampler that favours some indices by a few percent is rejected.
+P_MIN = 1e-4
+
+
+# -- registry ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("key", "name"),
+    [("numpy", "numpy"), ("np", "numpy"), ("array_api_strict", "array_api_strict"),
+     ("strict", "array_api_strict"), ("array-api-strict", "array_api_strict"), ("torch", "torch")],
+)
+def test_get_backend_by_name(key, name):
+    be = get_backend(key)
+    assert isinstance(be, Backend)
+    assert be.name == name
+    assert get_backend(key) is be  # cached: one Backend object per library
+
+
+def test_get_backend_by_namespace_array_and_generator():
+    import array_api_compat.numpy as np_compat
+    import array_api_compat.torch as torch_compat
+
+    assert get_backend(np).name == "numpy"
+    assert get_backend(np_compat).name == "numpy"
+    assert get_backend(strict).name == "array_api_strict"
+    assert get_backend(torch).name == "torch"
+    assert get_backend(torch_compat).name == "torch"
+    assert get_backend(np.zeros(2)).name == "numpy"
+    assert get_backend(strict.zeros(2)).name == "array_api_strict"
+    assert get_backend(torch.zeros(2)).name == "torch"
+    gen = default_rng(0, backend="torch")
+    assert get_backend(gen) is get_backend("torch")
+    be = get_backend("numpy")
+    assert get_backend(be) is be
+
+
+def test_get_backend_rejects_unknown_inputs():
+    with pytest.raises(ValueError, match="unknown backend 'jax'.*numpy"):
+        get_backend("jax")
+    with pytest.raises(TypeError, match="cannot infer a backend from float"):
+        get_backend(1.5)
+
+
+def test_available_backends_lists_installed_cpu_libraries():
+    names = backends.available_backends()
+    assert {"numpy", "array_api_strict", "torch"} <= set(names)
+    from conftest import _cupy_ready
+
+    assert ("cupy" in names) == _cupy_ready()
+
+
+def test_numpy_dtype_maps_every_library():
+    assert numpy_dtype(strict.float32) == np.float32
+    assert numpy_dtype(torch.float64) == np.float64
+    assert numpy_dtype(torch.int64) == np.int64
+    assert numpy_dtype(np.float32) == np.float32
+
+
+# -- default_rng: SPEC 7 semantics ---------------------------------------------------------------
+def _draws(gen, n=8):
+    return backends.to_numpy(gen.normal((n,)))
+
+
+def test_default_rng_int_and_seedsequence_are_reproducible():
+    np.testing.assert_array_equal(_draws(default_rng(3)), _draws(default_rng(3)))
+    np.testing.assert_array_equal(_draws(default_rng(3)), _draws(default_rng(np.random.SeedSequence(3))))
+    np.testing.assert_array_equal(_draws(default_rng(np.int64(3))), _draws(default_rng(3)))
+    assert not np.array_equal(_draws(default_rng(3)), _draws(default_rng(4)))
+
+
+def test_default_rng_none_draws_fresh_entropy():
+    assert not np.array_equal(_draws(default_rng(None)), _draws(default_rng(None)))
+    assert not np.array_equal(_draws(default_rng()), _draws(default_rng()))
+
+
+def test_default_rng_uses_a_numpy_generator_in_place():
+    ref = np.random.default_rng(11)
+    expected = ref.standard_normal(6)
+    after = ref.standard_normal(3)
+    gen_np = np.random.default_rng(11)
+    wrapped = default_rng(gen_np)
+    np.testing.assert_array_equal(_draws(wrapped, 6), expected)
+    # the wrapper shares the state: the numpy generator continues where the wrapper stopped
+    np.testing.assert_array_equal(gen_np.standard_normal(3), after)
+
+
+def test_default_rng_passes_sgmc_generators_through():
+    gen = default_rng(5, backend="array_api_strict")
+    assert default_rng(gen, backend="array_api_strict") is gen
+    assert default_rng(gen, backend=strict) is gen
+    with pytest.raises(TypeError, match="belongs to backend 'array_api_strict'.*'numpy'"):
+        default_rng(gen, backend="numpy")
+
+
+@pytest.mark.parametrize("bad", ["seed", 1.5, [1, 2]])
+def test_default_rng_rejects_bad_seed_types(bad):
+    with pytest.raises(TypeError, match="`rng` must be None, a non-negative int"):
+        default_rng(bad)
+
+
+def test_default_rng_rejects_negative_seed():
+    with pytest.raises(ValueError, match="`seed` must be a non-negative integer"):
+        default_rng(-1)
+
+
+def test_spawn_streams_are_reproducible_and_independent():
+    n = 20_000
+    kids_a = default_rng(7).spawn(3)
+    kids_b = default_rng(7).spawn(3)
+    draws = [_draws(k, n) for k in kids_a]
+    for k, d in zip(kids_b, draws):
+        np.testing.assert_array_equal(_draws(k, n), d)
+    # independent streams: sample correlations are N(0, 1/n) under independence
+    for a, b in itertools.combinations(draws, 2):
+        r = np.corrcoef(a, b)[0, 1]
+        assert abs(r) < 4.5 / math.sqrt(n)
+    # the parent's own stream differs from its children's
+    parent = default_rng(7)
+    assert not np.array_equal(_draws(parent, n), draws[0])
+
+
+def test_spawn_keeps_backend_and_device(xb):
+    gen = xb.rng(0)
+    kids = gen.spawn(2)
+    assert all(isinstance(k, Generator) for k in kids)
+    for k in kids:
+        assert k.backend is xb.backend
+        x = k.normal((3,), dtype=xb.dtype)
+        assert device_of(x) == device_of(gen.normal((1,), dtype=xb.dtype))
+
+
+# -- draws: backend, device and dtype -------------------------------------------------------------
+def test_draws_land_on_generator_device_and_dtype(xb):
+    gen = xb.rng(1)
+    ref = xb.asarray(np.zeros(1))
+    dev = device_of(ref)
+    z = gen.normal((4, 3), dtype=xb.dtype)
+    u = gen.uniform((500,), dtype=xb.dtype)
+    k = gen.integers(7, (500,))
+    s = gen.subsample(50, 10, 4)
+    for a in (z, u, k, s):
+        assert get_backend(a) is xb.backend
+        assert device_of(a) == dev
+    assert z.dtype == xb.dtype and tuple(z.shape) == (4, 3)
+    assert u.dtype == xb.dtype
+    assert k.dtype == xb.xp.int64 and s.dtype == xb.xp.int64
+    assert tuple(s.shape) == (4, 10)
+    u_np, k_np = xb.to_numpy(u), xb.to_numpy(k)
+    assert u_np.min() >= 0.0 and u_np.max() < 1.0
+    assert k_np.min() >= 0 and k_np.max() <= 6 and len(np.unique(k_np)) == 7
+    # default dtype is float64
+    assert gen.normal((2,)).dtype == xb.xp.float64
+
+
+def test_host_backends_share_one_stream_per_seed(xb):
+    """Host generators draw with PCG64, so integer draws agree across backends for one seed."""
+    if xb.name == "cupy":
+        pytest.skip("CuPy draws with its own generator")
+    a = backends.to_numpy(default_rng(9).subsample(100, 7, 5))
+    b = xb.to_numpy(xb.rng(9).subsample(100, 7, 5))
+    np.testing.assert_array_equal(a, b)
+
+
+# -- subsampling ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(("n", "size"), [(1000, 10), (12, 3), (10, 8), (9, 9)])
+def test_subsample_without_replacement_gives_distinct_indices(xb, n, size):
+    idx = xb.to_numpy(xb.rng(2).subsample(n, size, 300))
+    assert idx.shape == (300, size)
+    assert idx.min() >= 0 and idx.max() < n
+    srt = np.sort(idx, axis=1)
+    assert np.all(np.diff(srt, axis=1) > 0)
+    if size == n:
+        np.testing.assert_array_equal(srt, np.broadcast_to(np.arange(n), (300, n)))
+
+
+@pytest.mark.parametrize(("n", "size"), [(12, 3), (6, 3)])  # the sparse and the dense code paths
+def test_subsample_without_replacement_is_a_uniform_subset(n, size):
+    """Every size-subset is equally likely (chi-square over all C(n, size) subsets)."""
+    rows = 100_000
+    idx = subsample_indices(np.random.default_rng(4), n, size, rows)
+    subsets = {c: i for i, c in enumerate(itertools.combinations(range(n), size))}
+    codes = np.array([subsets[tuple(r)] for r in np.sort(idx, axis=1)])
+    counts = np.bincount(codes, minlength=len(subsets))
+    assert stats.chisquare(counts).pvalue > P_MIN
+    # each position in a row is uniform too (random order within the row)
+    for j in range(size):
+        assert stats.chisquare(np.bincount(idx[:, j], minlength=n)).pvalue > P_MIN
+
+
+def test_subsample_inclusion_frequencies_are_uniform(xb):
+    """Each index is included in a row with probability p = size / n.
+
+    Rows are independent, so the inclusion count of index i is Binomial(rows, p), and
+    sum_i (O_i - E_i)^2 / E_i has mean (n - 1)(1 - p): dividing by (1 - p) gives a statistic that is
+    chi-square with n - 1 degrees of freedom to a good approximation (the counts sum to rows * size).
+    """
+    n, size, rows = 50, 5, 20_000
+    idx = xb.to_numpy(xb.rng(5).subsample(n, size, rows))
+    counts = np.bincount(idx.ravel(), minlength=n)
+    p = size / n
+    expected = rows * p
+    stat = np.sum((counts - expected) ** 2 / expected) / (1 - p)
+    assert stats.chi2.sf(stat, n - 1) > P_MIN
+
+
+def test_subsample_with_replacement_is_iid_uniform():
+    n, size, rows = 10, 4, 50_000
+    idx = backends.to_numpy(default_rng(6).subsample(n, size, rows, replace=True))
+    counts = np.bincount(idx.ravel(), minlength=n)  # multinomial(rows * size, 1/n)
+    assert stats.chisquare(counts).pvalue > P_MIN
+    # duplicates occur with the birthday probability 1 - prod_k (1 - k/n)
+    has_dup = np.array([len(set(r)) < size for r in idx])
+    p_dup = 1 - np.prod([1 - k / n for k in range(size)])
+    se = math.sqrt(p_dup * (1 - p_dup) / rows)
+    assert abs(has_dup.mean() - p_dup) < 4.5 * se
+
+
+def test_subsample_rows_are_independent_across_the_batch():
+    idx = subsample_indices(np.random.default_rng(8), 1000, 10, 2)
+    assert not np.array_equal(np.sort(idx[0]), np.sort(idx[1]))
+
+
+# -- conversions ----------------------------------------------------------------------------------
+def test_asarray_to_numpy_round_trip(xb):
+    a = np.arange(12.0).reshape(3, 4) / 7.0
+    x = xb.asarray(a)
+    assert get_backend(x) is xb.backend
+    assert x.dtype == xb.dtype
+    back = xb.to_numpy(x)
+    assert isinstance(back, np.ndarray)
+    np.testing.assert_allclose(back, a, rtol=xb.eps)
+    # integer data keep an integer dtype
+    i = xb.asarray(np.arange(5))
+    assert xb.xp.isdtype(i.dtype, "integral")
+    np.testing.assert_array_equal(xb.to_numpy(i), np.arange(5))
+
+
+def test_asarray_converts_between_backends_explicitly():
+    x = torch.arange(4, dtype=torch.float64)
+    y = backends.asarray(x, backend="array_api_strict", device=strict.Device("device1"))
+    assert get_backend(y).name == "array_api_strict"
+    assert y.device == strict.Device("device1")
+    z = backends.asarray(y, backend="numpy")
+    np.testing.assert_array_equal(z, [0.0, 1.0, 2.0, 3.0])
+    w = backends.asarray([1, 2], backend="torch", dtype="float32")
+    assert w.dtype == torch.float32
+    assert backends.asarray([1.0, 2.0], backend="strict").dtype == strict.float64
+
+
+def test_to_numpy_passes_numpy_through_and_accepts_lists():
+    a = np.ones(3)
+    assert backends.to_numpy(a) is a
+    np.testing.assert_array_equal(backends.to_numpy([1, 2]), [1, 2])
+
+
+def test_device1_refuses_implicit_host_conversion():
+    """The strict second device stands in for a GPU: only the explicit path reaches the host."""
+    x = backends.asarray([1.0, 2.0], backend="strict", device=strict.Device("device1"))
+    with pytest.raises((RuntimeError, ValueError, TypeError)):
+        np.asarray(x)
+    np.testing.assert_array_equal(backends.to_numpy(x), [1.0, 2.0])
+
+
+def test_mixed_backends_raise_type_error_naming_the_fix():
+    with pytest.raises(TypeError, match=r"`X` is a numpy array but `y` is a array_api_strict array.*asarray"):
+        array_namespace(np.zeros(2), strict.zeros(2), names=("X", "y"))
+    with pytest.raises(TypeError, match="`X` is a torch array but `y` is a numpy array"):
+        array_namespace(torch.zeros(2), np.zeros(2), names=("X", "y"))
+
+
+def test_mixed_devices_raise_value_error_naming_the_arrays():
+    a = strict.zeros(2)
+    b = strict.asarray([0.0, 1.0], device=strict.Device("device1"))
+    with pytest.raises(ValueError, match=r"`X` is on device .*CPU_DEVICE.* but `y` is on device .*device1.*explicitly"):
+        array_namespace(a, b, names=("X", "y"))
+    with pytest.raises(ValueError, match="device"):
+        check_same_device(a, b)
+    assert array_namespace(b, b) is strict
+
+
+def test_array_namespace_ignores_scalars_and_none_but_needs_an_array():
+    assert array_namespace(np.zeros(1), None, 2.0) is not None
+    with pytest.raises(TypeError, match="no arrays"):
+        array_namespace(None, 1.0)
+
+
+def test_save_and_load_npz_round_trip(tmp_path):
+    path = str(tmp_path / "x.npz")
+    arrays = {"a": np.arange(3.0), "b": np.eye(2, dtype=np.float32)}
+    backends.save_npz(path, arrays, '{"k": 1}')
+    out, meta = backends.load_npz(path)
+    assert set(out) == {"a", "b"}
+    np.testing.assert_array_equal(out["a"], arrays["a"])
+    assert out["b"].dtype == np.float32
+    assert meta == '{"k": 1}'
+
+
+def test_synchronize_is_callable_on_every_backend(xb):
+    backends.synchronize(xb.name)
