@@ -9,6 +9,7 @@ nothing is copied between host and device behind the user's back.
 from __future__ import annotations
 
 import math
+import operator
 from types import ModuleType
 from typing import Any
 
@@ -29,6 +30,8 @@ __all__ = [
     "check_finite",
     "as_float_array",
     "namespace_name",
+    "check_int",
+    "check_step_size",
 ]
 
 
@@ -144,3 +147,18 @@ def check_step_size(h: float, name: str = "step_size") -> float:
         msg = f"`{name}` must be positive and finite; got {h}"
         raise ValueError(msg)
     return h
+
+
+def check_int(value: Any, name: str, minimum: int = 1) -> int:
+    """Validate an integer argument (bools and floats are refused) that must be at least ``minimum``."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        v = operator.index(value)
+    except TypeError:
+        msg = f"`{name}` must be an int; got {value!r}"
+        raise TypeError(msg) from None
+    if v < minimum:
+        msg = f"`{name}` must be at least {minimum}; got {v}"
+        raise ValueError(msg)
+    return v

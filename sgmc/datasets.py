@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._array_api import check_int
+
 __all__ = [
     "SimulatedData",
     "CSVData",
@@ -86,18 +88,6 @@ class CSVData(NamedTuple):
     target_name: str
 
 
-def _count(value: Any, name: str, minimum: int) -> int:
-    try:
-        v = operator.index(value)
-    except TypeError:
-        msg = f"`{name}` must be an int; got {value!r}"
-        raise TypeError(msg) from None
-    if v < minimum:
-        msg = f"`{name}` must be at least {minimum}; got {v}"
-        raise ValueError(msg)
-    return v
-
-
 def covariate_covariance(dim: int, rho: float = 0.4, rng: Any = 0) -> np.ndarray:
     """Random covariance with Sigma[i, j] = u_ij^|i - j|, u_ij ~ Unif[-rho, rho], unit diagonal.
 
@@ -126,7 +116,7 @@ def covariate_covariance(dim: int, rho: float = 0.4, rng: Any = 0) -> np.ndarray
     >>> bool(np.allclose(np.diag(S), 1.0)), bool(np.linalg.eigvalsh(S)[0] > 0)
     (True, True)
     """
-    dim = _count(dim, "dim", 1)
+    dim = check_int(dim, "dim", 1)
     rho = float(rho)
     if not (math.isfinite(rho) and 0.0 <= rho < 1.0):
         msg = f"`rho` must be in [0, 1); got {rho!r}"
@@ -239,9 +229,9 @@ def _sigmoid(eta: np.ndarray) -> np.ndarray:
 
 def _simulate_linear_predictor(n, dim, rho, n_test, rng):
     """Sigma_x, theta, (X, X theta) for training and test, and a generator for the responses."""
-    n = _count(n, "n", 1)
-    dim = _count(dim, "dim", 1)
-    n_test = _count(n_test, "n_test", 0)
+    n = check_int(n, "n", 1)
+    dim = check_int(dim, "dim", 1)
+    n_test = check_int(n_test, "n_test", 0)
     cov_gen, theta_gen, x_gen, y_gen = np.random.default_rng(rng).spawn(4)
     cov = covariate_covariance(dim, rho, cov_gen)
     scales = theta_gen.choice(np.asarray(COEF_SCALES), size=dim, replace=True)

@@ -13,13 +13,13 @@ for reference their ESS and the run time.
 from __future__ import annotations
 
 import math
-import operator
 import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from . import backends
+from ._array_api import check_int
 from .diagnostics.ess import ess
 from .diagnostics.ksd import ksd
 from .estimators.base import check_model
@@ -137,18 +137,6 @@ def _check_grid(grid: Any) -> list[float]:
     return values
 
 
-def _int(value: Any, name: str, minimum: int) -> int:
-    try:
-        v = operator.index(value)
-    except TypeError:
-        msg = f"`{name}` must be an int; got {value!r}"
-        raise TypeError(msg) from None
-    if v < minimum:
-        msg = f"`{name}` must be at least {minimum}; got {v}"
-        raise ValueError(msg)
-    return v
-
-
 def tune_step_size(
     model: Any,
     sampler: Any = "sgld",
@@ -254,11 +242,11 @@ def tune_step_size(
     """
     model = check_model(model)
     values = default_grid(model) if grid is None else _check_grid(grid)
-    pilot_iters = _int(pilot_iters, "pilot_iters", 1)
-    chains = _int(chains, "chains", 1)
-    burn_in = _int(burn_in, "burn_in", 0)
-    thin = _int(thin, "thin", 1)
-    n_ksd = _int(n_ksd, "n_ksd", 1)
+    pilot_iters = check_int(pilot_iters, "pilot_iters", 1)
+    chains = check_int(chains, "chains", 1)
+    burn_in = check_int(burn_in, "burn_in", 0)
+    thin = check_int(thin, "thin", 1)
+    n_ksd = check_int(n_ksd, "n_ksd", 1)
     if burn_in >= pilot_iters:
         msg = f"`burn_in`={burn_in} must be smaller than `pilot_iters`={pilot_iters}"
         raise ValueError(msg)

@@ -166,7 +166,6 @@ def test_error(case):
         fn()
 
 
-@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning", "ignore:invalid value encountered:RuntimeWarning")
 def test_diverging_step_size_raises_floating_point_error(xb):
     """SGLD is unstable on the review's Gaussian for h > 4 * smallest variance = 4: at h = 10 the slow
     direction's coefficient is 1 - h / 2 = -4, so positions overflow after about 500 iterations."""
@@ -180,7 +179,6 @@ def test_diverging_step_size_raises_floating_point_error(xb):
                     estimator_options={"noise_sd": 0.1})
 
 
-@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning", "ignore:invalid value encountered:RuntimeWarning")
 def test_divergence_is_reported_at_the_first_check_after_it():
     with pytest.raises(FloatingPointError, match=r"diverged by iteration 600:") as info:
         sgmc.sample(TARGET, "sgld", "full", step_size=10.0, n_iter=1000, check_every=100, rng=0, progress=False)

@@ -7,6 +7,7 @@ torch on CPU) draw with NumPy's PCG64 on the host and convert once; CuPy draws o
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -45,6 +46,9 @@ class Backend:
         Device used when none is given.
     kernels : dict
         Native fast paths by name; empty unless a GPU is present.
+    quiet_float : callable
+        Returns a context manager that silences the library's floating-point warnings (overflow,
+        invalid values); the runner reports divergence itself, with the step size that caused it.
     """
 
     name: str
@@ -55,6 +59,7 @@ class Backend:
     default_device: Any = None
     synchronize: Callable[[], None] = field(default=lambda: None)
     kernels: dict = field(default_factory=dict)
+    quiet_float: Callable[[], Any] = field(default=contextlib.nullcontext)
 
     def __repr__(self) -> str:
         return f"Backend({self.name!r})"

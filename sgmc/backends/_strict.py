@@ -29,6 +29,7 @@ def make_backend() -> Backend:
         make_generator=lambda ss, device: HostGenerator(backend, ss, device),
         to_host=_to_host,
         from_host=_from_host,
+        quiet_float=lambda: np.errstate(over="ignore", invalid="ignore", divide="ignore"),
         default_device=xp.Device("CPU_DEVICE"),
     )
     return backend

@@ -11,10 +11,9 @@ O(n d) memory. The kernel is the IMQ Langevin Stein kernel of :func:`sgmc.diagno
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
-from .._array_api import Array
+from .._array_api import Array, check_int
 from . import _stein
 
 __all__ = ["stein_thin"]
@@ -65,16 +64,7 @@ def stein_thin(
     True
     """
     c, beta = _stein.check_c_beta(c, beta)
-    try:
-        if isinstance(m, bool):
-            raise TypeError
-        m = operator.index(m)
-    except TypeError:
-        msg = f"`m` must be a positive integer; got {type(m).__name__}"
-        raise TypeError(msg) from None
-    if m < 1:
-        msg = f"`m` must be a positive integer; got {m}"
-        raise ValueError(msg)
+    m = check_int(m, "m")
     if not isinstance(standardize, bool):
         msg = f"`standardize` must be a bool; got {type(standardize).__name__}"
         raise TypeError(msg)
