@@ -9,11 +9,12 @@ no divergence check; it draws its minibatches whichever way is fastest in NumPy 
 (``Generator.choice(..., replace=False)`` per chain, or one vectorised draw for all chains, chosen by a
 timing pass before the measurement and reported).
 
-Before timing, ``--check`` (on by default) runs the hand-written loop on sgmc's own random stream and
-verifies that it reproduces ``sgmc.sample`` draw for draw, so both sides provably compute the same thing.
+Before timing (unless ``--no-check``), the hand-written loop runs on sgmc's own random streams and
+must reproduce ``sgmc.sample`` draw for draw, so both sides provably compute the same thing.
 
-The two implementations alternate within every repetition (``sgmc, hand`` then ``hand, sgmc``) and the
-medians are reported, so machine noise affects both alike.
+The implementations alternate within every repetition (``sgmc, hand`` then ``hand, sgmc``; a third,
+``--compare-with`` another copy of sgmc, joins the rotation) and the medians are reported, so machine
+noise affects them alike.
 
 Usage (from the repository root)::
 
@@ -55,7 +56,7 @@ def make_data(n_data: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndar
 
 # -- minibatch draws for the hand-written loop ------------------------------------------------------
 def draw_choice(gen: np.random.Generator, n_data: int, n: int, chains: int) -> np.ndarray:
-    """One ``Generator.choice`` without replacement per chain (Floyd's algorithm in C)."""
+    """One ``Generator.choice`` without replacement per chain (one call into compiled code each)."""
     return np.stack([gen.choice(n_data, n, replace=False, shuffle=False) for _ in range(chains)])
 
 

@@ -1,10 +1,11 @@
 """Stochastic gradient MCMC on Bayesian logistic regression (N = 10^5 data, minibatches of n = 1000).
 
-``MinibatchDraw`` times the per-chain index draw alone, ``SGLDStep`` one SGLD iteration (a fresh
-minibatch per chain, the gradient, the step) through the sampler kernel. ``SGLDSample`` times and measures the peak memory of a whole ``sgmc.sample`` run of
-10^4 iterations, which adds the runner's bookkeeping and the preallocated trace. Both run d in
-{10, 100} and 1 or 32 chains; per chain-iteration costs and the comparison with a hand-written NumPy
-loop are in ``asv_benchmarks/peer_sgld.py`` and ``docs/performance.md``.
+``MinibatchDraw`` times the per-chain index draw alone; ``SGLDStep`` one SGLD iteration (a fresh
+minibatch per chain, the gradient, the step) through the sampler kernel; ``SGLDSample`` the time and
+peak memory of a whole ``sgmc.sample`` run of 10^4 iterations, which adds the runner's bookkeeping
+and the preallocated trace. The last two run d in {10, 100} and 1 or 32 chains. Per chain-iteration
+costs and the comparison with a hand-written NumPy loop are in ``asv_benchmarks/peer_sgld.py`` and
+``docs/performance.md``.
 """
 
 from __future__ import annotations

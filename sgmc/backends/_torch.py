@@ -14,7 +14,10 @@ def _to_host(a) -> np.ndarray:
 
 
 def _from_host(a: np.ndarray, dtype, device):
-    t = torch.from_numpy(np.ascontiguousarray(a))
+    a = np.ascontiguousarray(a)
+    if not a.flags.writeable:  # torch shares memory and warns on read-only arrays
+        a = a.copy()
+    t = torch.from_numpy(a)
     if dtype is not None:
         t = t.to(dtype)
     if device is not None and str(device) != "cpu":
