@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ._base import Backend, Generator, HostGenerator, numpy_dtype
+from ._base import Backend, Generator, HostGenerator
 
 __all__ = [
     "Backend",
@@ -236,10 +236,6 @@ def to_numpy(x: Any) -> np.ndarray:
 def synchronize(backend: Any = "numpy") -> None:
     """Wait for queued device work (a no-op on CPU backends); use before reading wall clocks."""
     get_backend(backend).synchronize()
-
-
-def _numpy_dtype(dtype: Any) -> np.dtype:
-    return numpy_dtype(dtype)
 
 
 def save_npz(path: str, arrays: dict, meta: str) -> None:
