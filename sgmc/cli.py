@@ -332,9 +332,6 @@ class _Whitened(Model):
         self.base, self.shift, self.L = base, shift, L
         self.has_data = getattr(base, "has_data", True)
 
-    def _reference_array(self):
-        return self.base._reference_array()
-
     def to_theta(self, z):
         return self.shift + z @ self.L.T
 

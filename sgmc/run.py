@@ -14,9 +14,10 @@ import time
 from typing import Any, Callable
 
 from . import backends
-from ._array_api import array_namespace, as_float_array, check_finite, check_int, is_array
+from ._array_api import as_float_array, check_finite, check_int, is_array
 from .estimators import FullGradient, make_estimator
 from .estimators.base import check_model
+from .models.base import check_compatible
 from .samplers import make_sampler, step_sizes
 from .trace import Trace
 
@@ -29,8 +30,7 @@ def _initial_position(model, init, chains, rng):
         return rng.normal((chains, model.dim), dtype=model.dtype)
     if not is_array(init):
         init = backends.asarray(init, backend=backends.get_backend(xp), dtype=model.dtype, device=model.device)
-    array_namespace(init, model._reference_array() if hasattr(model, "_reference_array") else init,
-                    names=("init", "model data"))
+    check_compatible(model, init, "init")
     init = as_float_array(xp, init, model.dtype, "init")
     if init.ndim == 1 and init.shape[0] == model.dim:
         init = xp.broadcast_to(init, (chains, model.dim))

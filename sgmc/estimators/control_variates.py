@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._array_api import Array, array_namespace, check_finite, is_array
-from ..models.base import Model
+from .._array_api import Array, check_finite, is_array
+from ..models.base import Model, check_compatible
 from .base import EstimateInfo, GradientEstimator, Minibatch, check_batch_size
 
 __all__ = ["ControlVariate", "SVRG", "find_mode"]
@@ -62,8 +62,7 @@ def find_mode(
     xp = model.xp
     if not is_array(init):
         init = backends.asarray(init, backend=backends.get_backend(xp), dtype=model.dtype, device=model.device)
-    ref = model._reference_array() if hasattr(model, "_reference_array") else init
-    array_namespace(init, ref, names=("init", "model data"))
+    check_compatible(model, init, "init")
     if tuple(init.shape) not in ((model.dim,), (1, model.dim)):
         msg = f"`init` must have shape ({model.dim},) or (1, {model.dim}); got {tuple(init.shape)}"
         raise ValueError(msg)
@@ -194,7 +193,7 @@ class ControlVariate(GradientEstimator):
         xp = m.xp
         if not is_array(centre):
             centre = xp.asarray(centre, dtype=m.dtype, device=m.device)
-        array_namespace(centre, m._reference_array(), names=("centre", "model data"))
+        check_compatible(m, centre, "centre")
         centre = xp.reshape(centre, (-1,))
         if centre.shape[0] != m.dim:
             msg = f"`centre` must have shape ({m.dim},); got {tuple(centre.shape)}"

@@ -57,9 +57,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._array_api import Array, Namespace, array_namespace, as_float_array, check_finite, is_array
+from .._array_api import (
+    Array,
+    Namespace,
+    array_namespace,
+    as_float_array,
+    check_finite,
+    device_of,
+    is_array,
+    namespace_name,
+)
 
-__all__ = ["Model", "take_rows", "as_data_array"]
+__all__ = ["Model", "take_rows", "as_data_array", "check_compatible"]
 
 
 def take_rows(xp: Namespace, a: Array, idx: Array) -> Array:
@@ -80,6 +89,32 @@ def as_data_array(x: Any, name: str) -> Array:
     except (TypeError, ValueError) as exc:
         msg = f"`{name}` must be an array or nested sequence of numbers; got {type(x).__name__}"
         raise TypeError(msg) from exc
+
+
+def check_compatible(model: Any, x: Array, name: str) -> None:
+    """Raise unless ``x`` is an array of ``model.xp`` on ``model.device`` (when the model states one).
+
+    Raises
+    ------
+    TypeError
+        ``x`` comes from another array library.
+    ValueError
+        ``x`` lives on another device.
+    """
+    xp = array_namespace(x, names=(name,))
+    if xp is not model.xp:
+        msg = (
+            f"`{name}` is a {namespace_name(xp)} array but `model data` is a {namespace_name(model.xp)} "
+            f"array; convert explicitly with sgmc.backends.asarray(..., backend={namespace_name(model.xp)!r})"
+        )
+        raise TypeError(msg)
+    device = getattr(model, "device", None)
+    if device is not None and device_of(x) != device:
+        msg = (
+            f"`{name}` is on device {device_of(x)!r} but `model data` is on device {device!r}; move it "
+            "explicitly (sgmc never copies between devices silently)"
+        )
+        raise ValueError(msg)
 
 
 class Model:
@@ -152,7 +187,7 @@ class Model:
         xp = self.xp
         if not is_array(theta):
             theta = xp.asarray(theta, dtype=self.dtype, device=self.device)
-        array_namespace(theta, self._reference_array(), names=("theta", "model data"))
+        check_compatible(self, theta, "theta")
         if theta.ndim == 1:
             theta = xp.reshape(theta, (1, -1))
             single = True
@@ -162,10 +197,6 @@ class Model:
             msg = f"`theta` must have shape (dim,) or (chains, dim) with dim={self.dim}; got {tuple(theta.shape)}"
             raise ValueError(msg)
         return theta, single
-
-    def _reference_array(self) -> Array:
-        """An array of the model's namespace and device (used for backend checks)."""
-        raise NotImplementedError
 
     def log_posterior(self, theta: Array) -> Array:
         """Unnormalised full-data log posterior; ``theta`` of shape (dim,) or (chains, dim)."""

@@ -114,9 +114,6 @@ class Gaussian(Model):
         self._logdet_prior = float(xp.sum(xp.log(xp.linalg.eigvalsh(self.prior_cov))))
         self._lip = float(xp.max(xp.linalg.eigvalsh(self.precision)))
 
-    def _reference_array(self) -> Array:
-        return self.y
-
     def log_prior(self, theta):
         xp = self.xp
         r = theta - self.prior_mean
@@ -227,9 +224,6 @@ class GaussianTarget(Model):
         d1, d2 = 2.0, 1.0
         cov = [[c * c * d1 + s * s * d2, c * s * d1 - s * c * d2], [c * s * d1 - s * c * d2, s * s * d1 + c * c * d2]]
         return cls(backends.asarray([0.0, 0.0], backend=backend, dtype=dtype), backends.asarray(cov, backend=backend, dtype=dtype))
-
-    def _reference_array(self) -> Array:
-        return self.mean
 
     def log_prior(self, theta):
         xp = self.xp

@@ -44,9 +44,6 @@ class _GLM(Model):
         if not _on_cpu(xp, self.device):
             self.block_elements = None
 
-    def _reference_array(self) -> Array:
-        return self.X
-
     # prior N(0, prior_var I)
     def log_prior(self, theta: Array) -> Array:
         xp = self.xp
