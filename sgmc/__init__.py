@@ -7,11 +7,16 @@ given (NumPy, CuPy, PyTorch, array-api-strict). Start with :func:`sample`::
     from sgmc.models import LogisticRegression
     trace = sgmc.sample(LogisticRegression(X, y), "sgld", "cv", step_size=1e-5, batch_size=1000,
                         n_iter=10_000, chains=4)
+
+Researchers who want the pieces use the kernels directly: a sampler's ``init``/``step`` with an
+estimator's ``init``/``estimate`` (:mod:`sgmc.samplers`, :mod:`sgmc.estimators`).
 """
 
-from . import backends, estimators, models, samplers
+from . import backends, diagnostics, estimators, models, optimize, samplers
+from ._array_api import array_namespace
 from .run import sample
 from .trace import Trace
+from .tuning import tune_step_size
 
 __version__ = "0.1.0"
 
@@ -19,24 +24,12 @@ __all__ = [
     "sample",
     "tune_step_size",
     "Trace",
+    "array_namespace",
     "backends",
     "models",
     "estimators",
     "samplers",
+    "optimize",
     "diagnostics",
     "__version__",
 ]
-
-
-def __getattr__(name: str):
-    # Diagnostics and tuning load on first use, keeping `import sgmc` light.
-    if name == "diagnostics":
-        from . import diagnostics
-
-        return diagnostics
-    if name == "tune_step_size":
-        from .tuning import tune_step_size
-
-        return tune_step_size
-    msg = f"module 'sgmc' has no attribute {name!r}"
-    raise AttributeError(msg)

@@ -8,8 +8,6 @@ nothing is copied between host and device behind the user's back.
 
 from __future__ import annotations
 
-import math
-import operator
 from types import ModuleType
 from typing import Any
 
@@ -30,9 +28,18 @@ __all__ = [
     "check_finite",
     "as_float_array",
     "namespace_name",
-    "check_int",
-    "check_step_size",
 ]
+
+# Library predicates from array-api-compat, in the order they are tried. They never import the
+# library they test for, so asking about CuPy on a machine without it is free.
+_LIBRARIES = (
+    ("numpy", array_api_compat.is_numpy_namespace),
+    ("array_api_strict", array_api_compat.is_array_api_strict_namespace),
+    ("torch", array_api_compat.is_torch_namespace),
+    ("cupy", array_api_compat.is_cupy_namespace),
+    ("jax", array_api_compat.is_jax_namespace),
+    ("dask", array_api_compat.is_dask_namespace),
+)
 
 
 def is_array(x: Any) -> bool:
@@ -43,11 +50,10 @@ def is_array(x: Any) -> bool:
 
 def namespace_name(xp: Namespace) -> str:
     """Short library name of a namespace (``"numpy"``, ``"array_api_strict"``, ``"torch"``, ``"cupy"``)."""
-    name = getattr(xp, "__name__", str(xp))
-    for known in ("array_api_strict", "numpy", "cupy", "torch", "jax", "dask"):
-        if known in name:
-            return known
-    return name
+    for name, owns in _LIBRARIES:
+        if owns(xp):
+            return name
+    return getattr(xp, "__name__", str(xp))
 
 
 def array_namespace(*arrays: Any, names: tuple[str, ...] | None = None) -> Namespace:
@@ -134,31 +140,3 @@ def check_finite(xp: Namespace, x: Array, name: str) -> None:
         bad = int(xp.sum(xp.astype(~xp.isfinite(x), xp.int64)))
         msg = f"`{name}` contains {bad} non-finite value(s) (NaN or inf); clean the data first"
         raise ValueError(msg)
-
-
-def check_step_size(h: float, name: str = "step_size") -> float:
-    """Validate a scalar step size and return it as a float."""
-    try:
-        h = float(h)
-    except (TypeError, ValueError):
-        msg = f"`{name}` must be a positive number or a schedule; got {h!r}"
-        raise TypeError(msg) from None
-    if not math.isfinite(h) or h <= 0:
-        msg = f"`{name}` must be positive and finite; got {h}"
-        raise ValueError(msg)
-    return h
-
-
-def check_int(value: Any, name: str, minimum: int = 1) -> int:
-    """Validate an integer argument (bools and floats are refused) that must be at least ``minimum``."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        v = operator.index(value)
-    except TypeError:
-        msg = f"`{name}` must be an int; got {value!r}"
-        raise TypeError(msg) from None
-    if v < minimum:
-        msg = f"`{name}` must be at least {minimum}; got {v}"
-        raise ValueError(msg)
-    return v

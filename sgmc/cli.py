@@ -28,8 +28,10 @@ import numpy as np
 
 from . import __version__, backends
 from .datasets import linear_regression_data, load_csv, logistic_regression_data
-from .estimators import ESTIMATORS, find_mode
-from .models import LinearRegression, LogisticRegression, Model
+from .diagnostics import log_loss, predictive_log_lik
+from .estimators import ESTIMATORS
+from .models import Affine, LinearRegression, LogisticRegression, Model
+from .optimize import laplace
 from .run import sample
 from .samplers import SAMPLERS
 
@@ -266,91 +268,6 @@ def _load_problem(args, cfg: dict) -> _Problem:
     return _Problem(model, X_test, y_test, args.model, description)
 
 
-# -- mode and curvature ---------------------------------------------------------------------------
-
-
-def _precision(model: Model, theta: Any) -> Any:
-    """Negative Hessian of log pi at ``theta`` (dim,): exact likelihood Hessians, prior by differences."""
-    xp = model.xp
-    d = model.dim
-    t = xp.reshape(theta, (1, d))
-    eye = xp.eye(d, dtype=model.dtype, device=model.device)
-    try:
-        chunk = max(1, min(model.n_data, 4_000_000 // max(d * d, 1)))
-        H = xp.zeros((d, d), dtype=model.dtype, device=model.device)
-        for start in range(0, model.n_data, chunk):
-            stop = min(start + chunk, model.n_data)
-            idx = xp.reshape(xp.arange(start, stop, dtype=xp.int64, device=model.device), (1, -1))
-            H = H + xp.sum(model.hess_log_lik(t, idx)[0, ...], axis=0)
-        eps = 1e-3
-        gp = model.grad_log_prior(xp.concat([t + eps * eye, t - eps * eye], axis=0))
-        H = H + (gp[:d, :] - gp[d:, :]).T / (2 * eps)
-    except NotImplementedError:
-        eps = 1e-5
-        g = model.grad_log_posterior(xp.concat([t + eps * eye, t - eps * eye], axis=0))
-        H = (g[:d, :] - g[d:, :]).T / (2 * eps)
-    P = -H
-    return 0.5 * (P + P.T)
-
-
-def _find_mode(model: Model, rng: Any, batch: Any) -> tuple[Any, Any, int]:
-    """Adam (sgmc.estimators.find_mode) followed by damped Newton steps on the full posterior."""
-    xp = model.xp
-    start = xp.zeros((model.dim,), dtype=model.dtype, device=model.device)
-    nb = max(1, min(model.n_data, int(batch * model.n_data) if isinstance(batch, float) else int(batch)))
-    theta = find_mode(model, rng, start, n_steps=2000, batch_size=nb)
-    logp = float(model.log_posterior(theta))
-    newton = 0
-    for _ in range(25):
-        P = _precision(model, theta)
-        g = model.grad_log_posterior(theta)
-        step = xp.linalg.solve(P, g[:, None])[:, 0]
-        t = 1.0
-        while t > 1e-6:
-            cand = theta + t * step
-            lc = float(model.log_posterior(cand))
-            if math.isfinite(lc) and lc >= logp - 1e-9 * abs(logp):
-                break
-            t *= 0.5
-        theta, logp = cand, lc
-        newton += 1
-        size = float(xp.linalg.vector_norm(t * step))
-        if size <= 1e-10 * (1.0 + float(xp.linalg.vector_norm(theta))):
-            break
-    return theta, _precision(model, theta), newton
-
-
-class _Whitened(Model):
-    """A model reparametrised as theta = shift + L z: exact, only the coordinates change.
-
-    MALA on z mixes well when L L^T approximates the posterior covariance (here: the inverse Hessian
-    at the mode), which makes a short run an accurate reference.
-    """
-
-    def __init__(self, base: Model, shift: Any, L: Any):
-        super().__init__(base.n_data, base.dim, base.xp, base.dtype, base.device)
-        self.base, self.shift, self.L = base, shift, L
-        self.has_data = getattr(base, "has_data", True)
-
-    def to_theta(self, z):
-        return self.shift + z @ self.L.T
-
-    def log_prior(self, z):
-        return self.base.log_prior(self.to_theta(z))
-
-    def grad_log_prior(self, z):
-        return self.base.grad_log_prior(self.to_theta(z)) @ self.L
-
-    def log_lik(self, z, idx=None):
-        return self.base.log_lik(self.to_theta(z), idx)
-
-    def grad_log_lik(self, z, idx=None):
-        return self.base.grad_log_lik(self.to_theta(z), idx) @ self.L
-
-    def grad_log_lik_sum(self, z, idx=None, weights=None):
-        return self.base.grad_log_lik_sum(self.to_theta(z), idx, weights) @ self.L
-
-
 def _mala_reference(args, problem: _Problem, precision: Any, chains: int, iters: int, seed) -> tuple:
     """Posterior mean from MALA on the whitened posterior, with a zero-variance control variate.
 
@@ -365,7 +282,7 @@ def _mala_reference(args, problem: _Problem, precision: Any, chains: int, iters:
     xp = model.xp
     cov = xp.linalg.inv(precision)
     L = xp.linalg.cholesky(0.5 * (cov + cov.T))
-    white = _Whitened(model, problem.mode, L)
+    white = Affine(model, problem.mode, L)
     zero = xp.zeros((chains, model.dim), dtype=model.dtype, device=model.device)
     pilot_seed, run_seed = seed.spawn(2)
     h = 1.0
@@ -412,12 +329,12 @@ def _methods(samplers: list, estimators: list) -> list:
     out, seen = [], set()
     for s in samplers:
         for e in estimators:
-            if SAMPLERS[s].requires_exact_gradient:
+            if SAMPLERS[s].exact:
                 e = "full"
             if (s, e) in seen:
                 continue
             seen.add((s, e))
-            if SAMPLERS[s].requires_exact_gradient or e == "minibatch":
+            if SAMPLERS[s].exact or e == "minibatch":
                 label = s.upper()
             else:
                 label = f"{s.upper()}-{e.upper()}"
@@ -438,8 +355,6 @@ def _log_loss(problem: _Problem, draws: Any) -> float:
     sigmoid(x . theta) over the draws. Linear: -log of the average over draws of N(y; x . theta, s^2).
     At most ``LOG_LOSS_DRAWS`` draws, evenly spaced, are used.
     """
-    from .diagnostics import log_loss, predictive_log_lik
-
     model = problem.model
     xp = model.xp
     X, y = problem.X_test, problem.y_test
@@ -469,20 +384,17 @@ def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int,
     else:
         n_iter, burn_in, start = iters, burn, init
     t0 = time.perf_counter()
-    # A step size that is too large overflows before sample()'s periodic divergence check turns it
-    # into a FloatingPointError with advice; NumPy's overflow warnings would only precede that message.
     try:
-        with np.errstate(over="ignore", invalid="ignore"):
-            trace = sample(
-                model, method.sampler, method.estimator, step_size=method.step_size,
-                batch_size=args.batch_size, n_iter=n_iter, burn_in=burn_in, chains=args.chains, init=start,
-                rng=seed, progress=not args.no_progress, estimator_options=options or None,
-            )
+        trace = sample(
+            model, method.sampler, method.estimator, step_size=method.step_size,
+            batch_size=args.batch_size, n_iter=n_iter, burn_in=burn_in, chains=args.chains, init=start,
+            rng=seed, progress=not args.no_progress, estimator_options=options or None,
+        )
     except FloatingPointError as exc:
         msg = f"{method.label}: {exc}"
         raise FloatingPointError(msg) from None
     elapsed = time.perf_counter() - t0
-    passes = float(trace.info.get("setup_data_passes", 0.0)) + float(trace.stats["data_passes"][-1])
+    passes = float(trace.info["setup_data_passes"]) + float(np.mean(trace.stats["data_passes"][:, -1]))
     mean = backends.to_numpy(trace.mean())
     row = {
         "method": method.label,
@@ -563,7 +475,9 @@ def _command_run(args) -> int:
 
     mode_rng = backends.default_rng(seeds[0], backend=backends.get_backend(model.xp), device=model.device)
     t0 = time.perf_counter()
-    problem.mode, precision, n_newton = _find_mode(model, mode_rng, args.batch_size)
+    nb = args.batch_size
+    nb = max(1, min(model.n_data, int(nb * model.n_data) if isinstance(nb, float) else int(nb)))
+    problem.mode, precision, n_newton = laplace(model, mode_rng, batch_size=nb)
     eig = backends.to_numpy(model.xp.linalg.eigvalsh(precision))
     problem.lambda_max = float(eig[-1])
     mode_note = f"mode by Adam (2000 steps) and {n_newton} Newton steps with exact Hessians, {time.perf_counter() - t0:.1f} s"
@@ -592,7 +506,7 @@ def _command_run(args) -> int:
     rows = [r["row"] for r in results.values()]
 
     metric = "log-loss"
-    n_batch = results[methods[0].label]["trace"].stats["batch_size"][0]
+    n_batch = results[methods[0].label]["trace"].stats["batch_size"][0, 0]
     print(f"sgmc run: {problem.description}")
     print(
         f"backend {backends.get_backend(model.xp).name}; {args.chains} chain(s) per method; {iters} iterations "

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._array_api import check_int
+from ._validation import check_int
 
 __all__ = [
     "SimulatedData",

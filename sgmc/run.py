@@ -1,11 +1,10 @@
 """``sgmc.sample``: run stochastic gradient MCMC chains in one call.
 
-The runner wires a model, a gradient estimator and a sampler, draws the starting points, lets the
-estimator prepare (control variates find their centre and the chains start there), then advances all
-chains together for ``n_iter`` iterations. Everything that can be checked is checked once before the
-loop; inside it the only work besides the sampler's step is writing kept draws into preallocated
-arrays and, every ``check_every`` iterations, one finiteness check that turns a diverging step size
-into a clear error instead of a trace of NaNs.
+The runner validates everything once, wires a model, a gradient estimator and a sampler, draws the
+starting points, lets the estimator prepare (control variates find their centre and the chains start
+there), splits the chains into groups with a stream each, runs the groups in this process or on an
+executor (:mod:`sgmc.executors`, each group through the loop of :mod:`sgmc.chains`), and assembles a
+:class:`~sgmc.Trace` from what every step reported.
 """
 
 from __future__ import annotations
@@ -14,14 +13,19 @@ import time
 from typing import Any, Callable
 
 from . import backends
-from ._array_api import as_float_array, check_finite, check_int, is_array
-from .estimators import FullGradient, make_estimator
-from .estimators.base import check_model
-from .models.base import check_compatible
+from ._array_api import as_float_array, check_finite, is_array
+from ._validation import check_choice, check_int
+from .estimators import FullGradient, SupportsPrepare, make_estimator
+from .executors import GroupTask, RunSpec, check_executor, run_groups
+from .models.base import check_compatible, check_target, require
 from .samplers import make_sampler, step_sizes
 from .trace import Trace
 
-__all__ = ["sample"]
+__all__ = ["sample", "DEFAULT_GROUP_SIZE"]
+
+#: Chains per group when ``group_size`` is not given: large enough that the chains of a group share
+#: the per-iteration Python overhead, small enough that 32 chains make 2 groups for 2 processes.
+DEFAULT_GROUP_SIZE = 16
 
 
 def _initial_position(model, init, chains, rng):
@@ -39,6 +43,25 @@ def _initial_position(model, init, chains, rng):
         raise ValueError(msg)
     check_finite(xp, init, "init")
     return init
+
+
+def _estimator_for(smp: Any, estimator: Any, model: Any, batch_size: Any, options: dict) -> Any:
+    """The estimator a sampler runs with: exact samplers get the full gradient."""
+    if smp.exact:
+        if isinstance(estimator, str):
+            if estimator not in ("minibatch", "full"):
+                msg = f"sampler {smp.name!r} uses the exact gradient; got estimator={estimator!r} (use 'full')"
+                raise ValueError(msg)
+            return FullGradient(model, log_density=smp.needs_log_density, **options)
+        if not isinstance(estimator, FullGradient):
+            msg = f"sampler {smp.name!r} uses the exact gradient; pass estimator='full'"
+            raise ValueError(msg)
+        return estimator
+    return make_estimator(estimator, model, batch_size, **options)
+
+
+def _groups(chains: int, group_size: int) -> list:
+    return [(start, min(start + group_size, chains)) for start in range(0, chains, group_size)]
 
 
 def sample(
@@ -60,6 +83,8 @@ def sample(
     sampler_options: dict | None = None,
     estimator_options: dict | None = None,
     callback: Callable | None = None,
+    executor: Any = None,
+    group_size: int | None = None,
 ) -> Trace:
     """Run stochastic gradient MCMC on ``model`` and return a :class:`~sgmc.Trace`.
 
@@ -70,7 +95,7 @@ def sample(
     sampler : str or Sampler, default "sgld"
         ``"sgld"``, ``"sghmc"``, ``"sgnht"``, ``"psgld"``, ``"ula"``, ``"mala"`` or a configured
         sampler object (see :mod:`sgmc.samplers`).
-    estimator : str or callable, default "minibatch"
+    estimator : str or GradientEstimator, default "minibatch"
         ``"full"``, ``"minibatch"``, ``"cv"``, ``"svrg"`` or a configured estimator. ULA and MALA
         always use the exact gradient.
     step_size : float, schedule or sequence
@@ -81,13 +106,14 @@ def sample(
     n_iter : int
         Iterations after setup (burn-in included).
     chains : int
-        Independent chains, advanced together as one array axis.
+        Independent chains, advanced together as one array axis within each group.
     burn_in, thin : int
         Iterations discarded at the start, and the interval between kept draws.
     init : array (dim,) or (chains, dim), optional
         Starting positions; default N(0, I) draws, or the control-variate centre for ``"cv"``.
     rng : None, int, SeedSequence or Generator
-        Seed (SPEC 7). Independent streams are spawned for initialisation, estimator setup and the chains.
+        Seed (SPEC 7). Independent streams are spawned for initialisation, estimator set-up and each
+        group of chains.
     store_grads : bool or {"estimate", "full"}
         Keep the gradient paired with each kept draw: the estimate the sampler used (``True`` or
         ``"estimate"``, free) or the exact full-data gradient (``"full"``, one O(N) pass per kept draw).
@@ -98,7 +124,15 @@ def sample(
     sampler_options, estimator_options : dict, optional
         Keyword arguments for samplers and estimators given by name.
     callback : callable, optional
-        ``callback(k, state)`` after every iteration (it runs inside the loop: keep it cheap).
+        ``callback(k, state)`` after every iteration of every group (in process only; keep it cheap).
+    executor : None, concurrent.futures.Executor or distributed.Client, optional
+        Where the groups run: ``None`` runs them in this process one after another; a
+        ``ProcessPoolExecutor`` runs them in local processes; a Dask ``distributed.Client`` (or its
+        ``get_executor()``) on a cluster (``pip install 'sgmc[dask]'``). The draws are the same
+        wherever the groups run (bit for bit on NumPy).
+    group_size : int, optional
+        Chains per group (default :data:`DEFAULT_GROUP_SIZE`). Each group has its own random
+        stream, so the draws depend on the group size but never on the executor.
 
     Returns
     -------
@@ -123,31 +157,25 @@ def sample(
     >>> np.round(trace.mean(), 1)
     array([ 1., -1.])
     """
-    model = check_model(model)
+    model = check_target(model)
     xp = model.xp
     n_iter = check_int(n_iter, "n_iter")
     chains = check_int(chains, "chains")
     thin = check_int(thin, "thin")
     check_every = check_int(check_every, "check_every")
     burn_in = check_int(burn_in, "burn_in", minimum=0)
+    group_size = check_int(group_size if group_size is not None else DEFAULT_GROUP_SIZE, "group_size")
     if burn_in >= n_iter:
         msg = f"`burn_in`={burn_in} must be smaller than `n_iter`={n_iter}"
         raise ValueError(msg)
-    if store_grads not in (False, True, "estimate", "full"):
-        msg = f"`store_grads` must be False, True, 'estimate' or 'full'; got {store_grads!r}"
-        raise ValueError(msg)
+    check_choice(store_grads, "store_grads", (False, True, "estimate", "full"))
+    if store_grads == "full":
+        require(model, ("grad_log_posterior",), "store_grads='full'")
+    check_executor(executor)
     hs = step_sizes(step_size, n_iter)
 
     smp = make_sampler(sampler, model, **(sampler_options or {}))
-    if getattr(smp, "requires_exact_gradient", False):
-        if isinstance(estimator, str) and estimator not in ("minibatch", "full"):
-            msg = f"sampler {smp.name!r} uses the exact gradient; got estimator={estimator!r} (use 'full')"
-            raise ValueError(msg)
-        if not isinstance(estimator, str) and not isinstance(estimator, FullGradient):
-            msg = f"sampler {smp.name!r} uses the exact gradient; pass estimator='full'"
-            raise ValueError(msg)
-        estimator = "full" if isinstance(estimator, str) else estimator
-    est = make_estimator(estimator, model, batch_size, **(estimator_options or {}))
+    est = _estimator_for(smp, estimator, model, batch_size, dict(estimator_options or {}))
 
     backend = backends.get_backend(xp)
     rng = backends.default_rng(rng, backend=backend, device=model.device)
@@ -155,97 +183,69 @@ def sample(
 
     position = _initial_position(model, init, chains, init_rng)
     t_setup = time.perf_counter()
-    start = est.prepare(prep_rng, position) if hasattr(est, "prepare") else None
-    if start is not None and init is None:
-        position = start
+    setup_evals = 0.0
+    if isinstance(est, SupportsPrepare):
+        prepared = est.prepare(prep_rng, position)
+        est = prepared.estimator
+        setup_evals += prepared.n_evals
+        if prepared.start is not None and init is None:
+            position = prepared.start
+    setup_evals += float(est.init_cost)
     setup_time = time.perf_counter() - t_setup
 
-    n_data = max(int(model.n_data), 1)
-    evals = [0]
-
-    def grad_fn(r, x):
-        g, info = est(r, x)
-        evals[0] += info.n_evals
-        return g, info
-
-    state = smp.init(run_rng, position, grad_fn)
-
+    bounds = _groups(chains, group_size)
+    streams = run_rng.spawn(len(bounds))
+    tasks = [GroupTask(g, streams[g], position[a:b, :]) for g, (a, b) in enumerate(bounds)]
     kept = list(range(burn_in, n_iter, thin))
-    n_keep = len(kept)
-    dim = model.dim
-    draws = xp.empty((chains, n_keep, dim), dtype=model.dtype, device=model.device)
-    grads = xp.empty((chains, n_keep, dim), dtype=model.dtype, device=model.device) if store_grads else None
-    batch = getattr(est, "batch_size", model.n_data)
-    wall = [0.0] * n_iter
-    passes = [0.0] * n_iter
+    score = model.grad_log_posterior if store_grads == "full" else None
+    spec = RunSpec(smp, est, hs, kept, store_grads, score, check_every, backend)
 
-    bar = _progress_bar(progress, n_iter, f"{smp.name}/{getattr(est, 'name', 'estimator')}")
-    bar_every = max(1, n_iter // 200)
-    j = 0
-    next_keep = kept[0] if kept else n_iter
-    t0 = time.perf_counter()
-    # Overflow inside a diverging chain is reported by the finiteness check below as a
-    # FloatingPointError naming the step size, not as a backend warning.
-    with backend.quiet_float():
-        for k in range(n_iter):
-            state = smp.step(run_rng, state, grad_fn, hs[k])
-            if k == next_keep:
-                draws[:, j, :] = state.position
-                if store_grads == "full":
-                    grads[:, j, :] = model.grad_log_posterior(state.position)
-                elif store_grads:
-                    grads[:, j, :] = state.grad
-                j += 1
-                next_keep = kept[j] if j < n_keep else n_iter
-            if callback is not None:
-                callback(k, state)
-            passes[k] = evals[0] / n_data
-            wall[k] = time.perf_counter() - t0
-            if (k + 1) % check_every == 0 or k + 1 == n_iter:
-                _check_diverged(xp, state.position, k, hs[k], smp.name)
-            if bar is not None and ((k + 1) % bar_every == 0 or k + 1 == n_iter):
-                bar.update((k + 1) - bar.n)
+    bar = _progress_bar(progress, n_iter * len(tasks), f"{smp.name}/{est.name}")
+    try:
+        results = run_groups(spec, tasks, executor, bar=bar, progress_every=max(1, n_iter // 200),
+                             callback=callback)
+    finally:
+        if bar is not None:
+            bar.close()
     backend.synchronize()
-    if bar is not None:
-        bar.close()
+    return _assemble(model, smp, est, spec, results, bounds, hs, setup_time, setup_evals,
+                     n_iter=n_iter, burn_in=burn_in, thin=thin, chains=chains)
 
+
+def _assemble(model, smp, est, spec, results, bounds, hs, setup_time, setup_evals, **settings) -> Trace:
+    xp = model.xp
+    hx = backends.get_backend("numpy").xp
+    one = len(results) == 1
+    draws = results[0].draws if one else xp.concat([r.draws for r in results], axis=0)
+    grads = None
+    if spec.store_grads:
+        grads = results[0].grads if one else xp.concat([r.grads for r in results], axis=0)
+    stats = {"step_size": hx.asarray(hs, dtype=hx.float64)}
+    for key in results[0].stats:
+        stats[key] = hx.concat([hx.asarray(r.stats[key]) for r in results], axis=0)
+    n_data = max(int(model.n_data), 1)
+    stats["data_passes"] = hx.cumulative_sum(stats["n_evals"], axis=1) / n_data
     info = {
         "sampler": smp.name,
-        "estimator": getattr(est, "name", type(est).__name__),
-        "n_iter": n_iter,
-        "burn_in": burn_in,
-        "thin": thin,
-        "chains": chains,
+        "estimator": est.name,
+        **settings,
         "n_data": model.n_data,
-        "dim": dim,
-        "backend": backend.name,
+        "dim": model.dim,
+        "backend": backends.get_backend(xp).name,
         "dtype": str(model.dtype),
-        "grads": (("full" if store_grads == "full" else "estimate") if store_grads else None),
+        "grads": (("full" if spec.store_grads == "full" else "estimate") if spec.store_grads else None),
+        "groups": [list(b) for b in bounds],
         "setup_time": setup_time,
-        "setup_data_passes": getattr(est, "setup_evals", 0) / n_data,
-        "sampling_time": wall[-1],
+        "setup_data_passes": setup_evals / n_data,
+        "sampling_time": float(hx.max(stats["wall_time"][:, -1])),
     }
-    for key, value in smp.state_stats(state).items():
-        info[key] = backends.to_numpy(value).tolist()
-    if "n_accepted" in info:
-        info["acceptance_rate"] = [a / n_iter for a in info["n_accepted"]]
-    stats = {
-        "step_size": backends.asarray(hs, backend="numpy"),
-        "batch_size": backends.asarray([batch] * n_iter, backend="numpy"),
-        "data_passes": backends.asarray(passes, backend="numpy"),
-        "wall_time": backends.asarray(wall, backend="numpy"),
-    }
-    return Trace(draws=draws, grads=grads, iterations=kept, stats=stats, info=info)
-
-
-def _check_diverged(xp, position, k, h, name):
-    if not bool(xp.all(xp.isfinite(position))):
-        msg = (
-            f"{name} chain diverged by iteration {k + 1}: positions are no longer finite with "
-            f"step_size={h:g}; decrease the step size (SGLD on a target whose log density has a "
-            "gradient with Lipschitz constant M is stable only for h < 4/M)"
-        )
-        raise FloatingPointError(msg)
+    if "accepted" in stats:
+        info["n_accepted"] = hx.astype(hx.sum(stats["accepted"], axis=1), hx.int64).tolist()
+        info["acceptance_rate"] = hx.mean(stats["accepted"], axis=1).tolist()
+    for key in stats:
+        if key not in ("step_size", "n_evals", "batch_size", "data_passes", "wall_time", "accepted", "accept_prob"):
+            info[key] = stats[key][:, -1].tolist()
+    return Trace(draws=draws, grads=grads, iterations=spec.kept, stats=stats, info=info)
 
 
 def _progress_bar(progress, total, desc):
@@ -256,4 +256,3 @@ def _progress_bar(progress, total, desc):
     except ImportError:
         return None
     return tqdm(total=total, desc=desc, leave=False, mininterval=0.5)
-

@@ -2,7 +2,9 @@
 
 A :class:`Trace` keeps draws in the backend they were produced on (``(chains, draws, dim)``), the
 gradient paired with each draw when asked (kernel Stein discrepancy needs them), and host-side
-per-iteration statistics: step size, batch size, cumulative data passes and wall time.
+statistics of every iteration taken from what the sampler's steps reported: the step size, and per
+chain the gradient evaluations, batch size, cumulative data passes, wall time, and the sampler's own
+quantities (acceptance, thermostat). Saving and loading (``.npz``, NumPy on the host) is an I/O edge.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from . import backends
 from ._array_api import Array, array_namespace
 
 __all__ = ["Trace"]
-
-_STAT_KEYS = ("step_size", "batch_size", "data_passes", "wall_time")
 
 
 @dataclass
@@ -32,12 +34,15 @@ class Trace:
         (``store_grads=True`` or ``"estimate"``) or the exact full-data gradient (``"full"``).
     iterations : list of int
         Iteration index (0-based) of each kept draw.
-    stats : dict of numpy arrays, each of length n_iter
-        ``step_size``, ``batch_size``, ``data_passes`` (cumulative per-datum gradient evaluations per
-        chain divided by N) and ``wall_time`` (cumulative seconds since sampling began).
+    stats : dict of numpy arrays
+        ``step_size``, shape (n_iter,); and per chain, shape (chains, n_iter): ``n_evals`` (per-datum
+        gradient evaluations of the iteration), ``batch_size`` (data points per gradient estimate),
+        ``data_passes`` (cumulative ``n_evals`` divided by N, set-up excluded), ``wall_time``
+        (seconds since the chain's group started sampling), and what the sampler reports:
+        ``accepted`` and ``accept_prob`` (MALA), ``thermostat`` (SGNHT).
     info : dict
-        Run settings and summaries: sampler, estimator, n_iter, burn_in, thin, setup cost, sampler
-        state statistics (e.g. MALA acceptance rate per chain).
+        Run settings and summaries: sampler, estimator, n_iter, burn_in, thin, the chain groups,
+        set-up cost, and per-chain summaries (MALA's acceptance rate, SGNHT's final thermostat).
     """
 
     draws: Array
@@ -102,14 +107,13 @@ class Trace:
             msg = "to_arviz() needs the optional package arviz: pip install 'sgmc[arviz]'"
             raise ImportError(msg) from exc
         draws = backends.to_numpy(self.draws)
-        kept = self.iterations
+        kept = np.asarray(self.iterations, dtype=np.int64)
         sample_stats = {}
-        for key in ("step_size", "data_passes", "wall_time"):
-            if key in self.stats:
-                col = backends.to_numpy(self.stats[key])[kept]
-                sample_stats[key] = backends.to_numpy(
-                    backends.asarray([list(col)] * self.n_chains, backend="numpy")
-                )
+        for key, value in self.stats.items():
+            value = np.asarray(value)
+            if value.ndim == 1:
+                value = np.broadcast_to(value[None, :], (self.n_chains, value.shape[0]))
+            sample_stats[key] = np.ascontiguousarray(value[:, kept])
         coords = {f"{var_name}_dim": list(range(self.dim))}
         dims = {var_name: [f"{var_name}_dim"]}
         return az.from_dict(
@@ -118,18 +122,23 @@ class Trace:
 
     def save(self, path: str) -> None:
         """Write the trace to a ``.npz`` file (arrays copied to the host)."""
-        arrays = {"draws": backends.to_numpy(self.draws), "iterations": backends.asarray(self.iterations, backend="numpy")}
+        arrays = {"draws": backends.to_numpy(self.draws), "iterations": np.asarray(self.iterations, dtype=np.int64)}
         if self.grads is not None:
             arrays["grads"] = backends.to_numpy(self.grads)
         for k, v in self.stats.items():
             arrays[f"stat__{k}"] = backends.to_numpy(v)
         meta = json.dumps(_jsonable(self.info))
-        backends.save_npz(path, arrays, meta)
+        payload = {k: np.asarray(v) for k, v in arrays.items()}
+        payload["__meta__"] = np.asarray(meta)
+        with open(path, "wb") as fh:
+            np.savez_compressed(fh, **payload)
 
     @classmethod
     def load(cls, path: str, *, backend: Any = "numpy") -> "Trace":
         """Read a trace written by :meth:`save`; arrays are converted to ``backend``."""
-        arrays, meta = backends.load_npz(path)
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files if k != "__meta__"}
+            meta = str(data["__meta__"]) if "__meta__" in data.files else "{}"
         draws = backends.asarray(arrays["draws"], backend=backend)
         grads = backends.asarray(arrays["grads"], backend=backend) if "grads" in arrays else None
         stats = {k[len("stat__"):]: v for k, v in arrays.items() if k.startswith("stat__")}

@@ -82,24 +82,61 @@ def replicate_mean(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values.mean(axis=0), values.std(axis=0, ddof=1) / np.sqrt(n)
 
 
-def run_moments(sampler, grad_fn, rng, x0, step_size: float, n_burn: int, n_keep: int):
+def run_moments(sampler, estimator, rng, x0, step_size: float, n_burn: int, n_keep: int, *, state=None,
+                on_step=None):
     """Run ``sampler`` from ``x0`` (chains, dim); return per-chain first and second moments of kept draws.
+
+    Follows the sampler contract: ``state = sampler.init(rng, x0, estimator)`` and
+    ``state, info = sampler.step(rng, state, estimator, step_size)``. ``state``, when given, continues
+    a run from that state instead of calling ``init``; ``on_step(info)``, when given, sees the
+    :class:`~sgmc.samplers.StepInfo` of every kept iteration (MALA's acceptances, for instance).
 
     Returns ``(m1, m2)`` with ``m1`` of shape (chains, dim) and ``m2`` (chains, dim, dim), each the
     time average over the ``n_keep`` iterations after ``n_burn`` discarded ones.
     """
-    state = sampler.init(rng, x0, grad_fn)
+    if state is None:
+        state = sampler.init(rng, x0, estimator)
     for _ in range(n_burn):
-        state = sampler.step(rng, state, grad_fn, step_size)
+        state, _ = sampler.step(rng, state, estimator, step_size)
     chains, dim = x0.shape
     s1 = np.zeros((chains, dim))
     s2 = np.zeros((chains, dim, dim))
     for _ in range(n_keep):
-        state = sampler.step(rng, state, grad_fn, step_size)
+        state, info = sampler.step(rng, state, estimator, step_size)
+        if on_step is not None:
+            on_step(info)
         x = np.asarray(state.position, dtype=np.float64)
         s1 += x
         s2 += x[:, :, None] * x[:, None, :]
     return s1 / n_keep, s2 / n_keep
+
+
+class TaggedGradient:
+    """A fake gradient estimator following the contract, whose reported cost identifies each call.
+
+    It returns the exact gradient of ``model`` (and, with ``log_density=True``, the exact log
+    posterior). Its state is the number of ``estimate`` calls made since ``init`` (``init`` returns
+    ``None``, which counts as 0), and call number ``k`` reports ``n_evals = 2**k``, so the
+    ``n_evals`` a sampler reports for a step tells exactly which calls it added up (each call is a
+    distinct bit). Nothing is kept on the object.
+    """
+
+    name = "tagged"
+    init_cost = 0.0
+
+    def __init__(self, model: Any, log_density: bool = False):
+        self.model = model
+        self.log_density = bool(log_density)
+
+    def init(self, rng, position):
+        return None
+
+    def estimate(self, rng, est_state, position):
+        from sgmc.estimators import EstimateInfo
+
+        k = 0 if est_state is None else est_state
+        logp = self.model.log_posterior(position) if self.log_density else None
+        return self.model.grad_log_posterior(position), k + 1, EstimateInfo(2**k, 0, logp)
 
 
 def pooled_moments(m1: np.ndarray, m2: np.ndarray):

@@ -1,18 +1,24 @@
-"""Backend registry, SPEC 7 random generators, subsampling and explicit conversions."""
+"""Backend registry, SPEC 7 random generators, subsampling, pickling, dispatch and explicit conversions."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
+import pickle
+import types
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from sgmc import backends
+import sgmc.backends._numpy as numpy_backend
+from sgmc import Trace, backends
 from sgmc._array_api import array_namespace, check_same_device, device_of
+from sgmc._dispatch import native
+from sgmc._sampling import subsample
 from sgmc.backends import Backend, Generator, default_rng, get_backend
-from sgmc.backends._base import numpy_dtype, subsample_indices
+from sgmc.backends._base import numpy_dtype
 
 strict = pytest.importorskip("array_api_strict")
 torch = pytest.importorskip("torch")
@@ -156,7 +162,7 @@ def test_draws_land_on_generator_device_and_dtype(xb):
     z = gen.normal((4, 3), dtype=xb.dtype)
     u = gen.uniform((500,), dtype=xb.dtype)
     k = gen.integers(7, (500,))
-    s = gen.subsample(50, 10, 4)
+    s = subsample(gen, 50, 10, 4)
     for a in (z, u, k, s):
         assert get_backend(a) is xb.backend
         assert device_of(a) == dev
@@ -175,15 +181,15 @@ def test_host_backends_share_one_stream_per_seed(xb):
     """Host generators draw with PCG64, so integer draws agree across backends for one seed."""
     if xb.name == "cupy":
         pytest.skip("CuPy draws with its own generator")
-    a = backends.to_numpy(default_rng(9).subsample(100, 7, 5))
-    b = xb.to_numpy(xb.rng(9).subsample(100, 7, 5))
+    a = backends.to_numpy(subsample(default_rng(9), 100, 7, 5))
+    b = xb.to_numpy(subsample(xb.rng(9), 100, 7, 5))
     np.testing.assert_array_equal(a, b)
 
 
 # -- subsampling ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(("n", "size"), [(1000, 10), (12, 3), (10, 8), (9, 9)])
 def test_subsample_without_replacement_gives_distinct_indices(xb, n, size):
-    idx = xb.to_numpy(xb.rng(2).subsample(n, size, 300))
+    idx = xb.to_numpy(subsample(xb.rng(2), n, size, 300))
     assert idx.shape == (300, size)
     assert idx.min() >= 0 and idx.max() < n
     srt = np.sort(idx, axis=1)
@@ -196,7 +202,7 @@ def test_subsample_without_replacement_gives_distinct_indices(xb, n, size):
 def test_subsample_without_replacement_is_a_uniform_subset(n, size):
     """Every size-subset is equally likely (chi-square over all C(n, size) subsets)."""
     rows = 100_000
-    idx = subsample_indices(np.random.default_rng(4), n, size, rows)
+    idx = numpy_backend.subsample(default_rng(np.random.default_rng(4)), n, size, rows, False)
     subsets = {c: i for i, c in enumerate(itertools.combinations(range(n), size))}
     codes = np.array([subsets[tuple(r)] for r in np.sort(idx, axis=1)])
     counts = np.bincount(codes, minlength=len(subsets))
@@ -214,7 +220,7 @@ def test_subsample_inclusion_frequencies_are_uniform(xb):
     chi-square with n - 1 degrees of freedom to a good approximation (the counts sum to rows * size).
     """
     n, size, rows = 50, 5, 20_000
-    idx = xb.to_numpy(xb.rng(5).subsample(n, size, rows))
+    idx = xb.to_numpy(subsample(xb.rng(5), n, size, rows))
     counts = np.bincount(idx.ravel(), minlength=n)
     p = size / n
     expected = rows * p
@@ -224,7 +230,7 @@ def test_subsample_inclusion_frequencies_are_uniform(xb):
 
 def test_subsample_with_replacement_is_iid_uniform():
     n, size, rows = 10, 4, 50_000
-    idx = backends.to_numpy(default_rng(6).subsample(n, size, rows, replace=True))
+    idx = backends.to_numpy(subsample(default_rng(6), n, size, rows, replace=True))
     counts = np.bincount(idx.ravel(), minlength=n)  # multinomial(rows * size, 1/n)
     assert stats.chisquare(counts).pvalue > P_MIN
     # duplicates occur with the birthday probability 1 - prod_k (1 - k/n)
@@ -235,7 +241,7 @@ def test_subsample_with_replacement_is_iid_uniform():
 
 
 def test_subsample_rows_are_independent_across_the_batch():
-    idx = subsample_indices(np.random.default_rng(8), 1000, 10, 2)
+    idx = numpy_backend.subsample(default_rng(np.random.default_rng(8)), 1000, 10, 2, False)
     assert not np.array_equal(np.sort(idx[0]), np.sort(idx[1]))
 
 
@@ -304,15 +310,145 @@ def test_array_namespace_ignores_scalars_and_none_but_needs_an_array():
 
 
 def test_save_and_load_npz_round_trip(tmp_path):
+    # save_npz / load_npz moved into Trace.save / Trace.load: the .npz I/O edge is the trace's
     path = str(tmp_path / "x.npz")
     arrays = {"a": np.arange(3.0), "b": np.eye(2, dtype=np.float32)}
-    backends.save_npz(path, arrays, '{"k": 1}')
-    out, meta = backends.load_npz(path)
-    assert set(out) == {"a", "b"}
-    np.testing.assert_array_equal(out["a"], arrays["a"])
-    assert out["b"].dtype == np.float32
-    assert meta == '{"k": 1}'
+    Trace(draws=np.zeros((1, 2, 1)), iterations=[0, 1], stats=arrays, info={"k": 1}).save(path)
+    out = Trace.load(path)
+    assert set(out.stats) == {"a", "b"}
+    np.testing.assert_array_equal(out.stats["a"], arrays["a"])
+    assert out.stats["b"].dtype == np.float32
+    assert out.info == {"k": 1}
 
 
 def test_synchronize_is_callable_on_every_backend(xb):
     backends.synchronize(xb.name)
+
+
+# -- dispatch: native fast paths by name ------------------------------------------------------------
+def test_native_finds_the_numpy_subset_draw_and_nothing_else():
+    import array_api_compat.numpy as np_compat
+
+    assert native(np, "subsample") is numpy_backend.subsample
+    assert native(np_compat, "subsample") is numpy_backend.subsample
+    assert native(get_backend("numpy").xp, "subsample") is numpy_backend.subsample
+    assert native(np, "no_such_kernel") is None
+    assert native(strict, "subsample") is None  # array-api-strict runs the twins
+    assert native(strict, "categorical") is None
+
+
+def test_native_on_an_unknown_namespace_is_none_not_an_error():
+    fake = types.ModuleType("fake")
+    assert native(fake, "subsample") is None
+    assert native(fake, "subsample") is None  # cached answer, same result
+
+
+# -- pickling: backends by name, generators with their stream ---------------------------------------
+@pytest.mark.parametrize("name", ["numpy", "array_api_strict", "torch"])
+def test_backends_pickle_to_the_registry_object(name):
+    be = get_backend(name)
+    assert pickle.loads(pickle.dumps(be)) is be
+
+
+@pytest.mark.parametrize("name", ["numpy", "array_api_strict", "torch"])
+def test_pickled_generators_continue_the_stream(name):
+    gen = default_rng(21, backend=name)
+    gen.normal((5,))  # advance past the start
+    copy = pickle.loads(pickle.dumps(gen))
+    assert copy is not gen
+    assert copy.backend is get_backend(name)
+    assert copy.device == gen.device
+    for draw in (lambda g: g.normal((7,)), lambda g: g.uniform((3, 2)), lambda g: g.integers(50, (9,)),
+                 lambda g: subsample(g, 1000, 10, 3), lambda g: subsample(g, 20, 15, 2)):
+        np.testing.assert_array_equal(backends.to_numpy(draw(copy)), backends.to_numpy(draw(gen)))
+    # the copy is independent of the original: drawing from one does not advance the other
+    ahead = backends.to_numpy(gen.normal((4,)))
+    np.testing.assert_array_equal(backends.to_numpy(copy.normal((4,))), ahead)
+    # spawned children agree too
+    np.testing.assert_array_equal(
+        backends.to_numpy(copy.spawn(2)[1].normal((3,))), backends.to_numpy(gen.spawn(2)[1].normal((3,)))
+    )
+
+
+@pytest.mark.parametrize("name", ["numpy", "array_api_strict", "torch"])
+def test_default_rng_accepts_an_unpickled_generator(name):
+    # used to raise "`rng` belongs to backend 'numpy' but the arrays are 'numpy'"
+    copy = pickle.loads(pickle.dumps(default_rng(3, backend=name)))
+    assert default_rng(copy, backend=name) is copy
+    assert default_rng(copy, backend=get_backend(name)) is copy
+
+
+def test_backends_compare_equal_by_name():
+    be = get_backend("numpy")
+    twin = dataclasses.replace(be, default_device="elsewhere")
+    assert twin is not be
+    assert twin == be and hash(twin) == hash(be)
+    toy = dataclasses.replace(be, name="toy")
+    assert toy != be and be != toy
+    assert get_backend("torch") != be
+    assert be != "numpy"  # a name is not a backend
+
+
+# -- namespaces are identified by array-api-compat's predicates ------------------------------------
+def test_a_module_named_like_jax_numpy_is_not_numpy():
+    fake = types.ModuleType("jax.numpy")
+    with pytest.raises(TypeError, match=r"no registered backend claims the array namespace 'jax.numpy'.*sgmc\.backends\.register"):
+        get_backend(fake)
+    for label in ("numpy_like", "my.numpy", "numpy.fake"):
+        with pytest.raises(TypeError, match="register"):
+            get_backend(types.ModuleType(label))
+
+
+@pytest.fixture
+def toy_backend():
+    """Register a "toy" backend (NumPy's, renamed, with its own namespace); unregister it afterwards."""
+    from sgmc import _dispatch
+
+    ns = types.ModuleType("toy_xp")
+    calls = []
+
+    def loader():
+        calls.append(1)
+        return dataclasses.replace(get_backend("numpy"), name="toy", xp=ns)
+
+    backends.register("toy", loader, owns=lambda xp: xp is ns)
+    try:
+        yield ns, calls
+    finally:
+        for table in (backends._LOADERS, backends._OWNS, backends._CACHE):
+            table.pop("toy", None)
+        _dispatch._TABLES.pop(id(ns), None)
+
+
+def test_register_adds_a_backend_found_by_name_and_namespace(toy_backend):
+    ns, calls = toy_backend
+    assert calls == []  # registering loads nothing
+    be = get_backend("toy")
+    assert calls == [1]
+    assert isinstance(be, Backend) and be.name == "toy" and be.xp is ns
+    assert get_backend("toy") is be and calls == [1]  # loaded once, then cached
+    assert get_backend(ns) is be
+    assert pickle.loads(pickle.dumps(be)) is be
+    assert be != get_backend("numpy")
+    assert native(ns, "subsample") is numpy_backend.subsample  # the toy kept NumPy's native table
+    # numpy's own namespace still belongs to numpy
+    assert get_backend(np).name == "numpy"
+
+
+def test_registering_without_owns_finds_the_backend_by_name_only(toy_backend):
+    ns, _ = toy_backend
+    backends.register("toy", lambda: dataclasses.replace(get_backend("numpy"), name="toy", xp=ns))
+    assert get_backend("toy").xp is ns
+    with pytest.raises(TypeError, match="register"):
+        get_backend(ns)
+
+
+def test_a_loader_must_return_the_registered_name(toy_backend):
+    backends.register("toy", lambda: dataclasses.replace(get_backend("numpy"), name="other"))
+    with pytest.raises(ValueError, match="registered as 'toy' returned a backend named 'other'"):
+        get_backend("toy")
+
+
+def test_the_registry_is_clean_after_the_toy_tests():
+    with pytest.raises(ValueError, match="unknown backend 'toy'"):
+        get_backend("toy")

@@ -7,8 +7,9 @@ import pytest
 
 import sgmc
 from sgmc import backends
-from sgmc.estimators import SVRG, ControlVariate, Minibatch, NoisyGradient, find_mode, make_estimator
-from sgmc.models import Gaussian, GaussianTarget, LinearRegression, LogisticRegression
+from sgmc.estimators import SVRG, ControlVariate, FullGradient, Minibatch, NoisyGradient, make_estimator
+from sgmc.models import Gaussian, GaussianTarget, LinearRegression, LogisticRegression, Model
+from sgmc.optimize import curvature_bound, find_mode
 from sgmc.samplers import MALA, PSGLD, SGHMC, SGNHT, constant, make_sampler, polynomial, step_sizes
 
 strict = pytest.importorskip("array_api_strict")
@@ -28,6 +29,33 @@ def run(model=MODEL, sampler="sgld", estimator="minibatch", **kw):
     kw.setdefault("n_iter", 5)
     kw.setdefault("progress", False)
     return sgmc.sample(model, sampler, estimator, **kw)
+
+
+class _GradOnly:
+    """A user model object (no base class) with the Target attributes, data and a prior gradient, but
+    no grad_log_lik_sum, no log_posterior_and_grad and no Lipschitz constants."""
+
+    xp = backends.get_backend("numpy").xp
+    dim = 3
+    dtype = np.float64
+    device = "cpu"
+    n_data = 50
+
+    def grad_log_prior(self, theta):
+        return -theta
+
+
+class _NoLipschitz(Model):
+    """A Model subclass that keeps the base class's placeholder ``lipschitz``."""
+
+    def __init__(self):
+        super().__init__(50, 3, backends.get_backend("numpy").xp, np.float64)
+
+    def grad_log_prior(self, theta):
+        return -theta
+
+    def grad_log_lik(self, theta, idx=None):
+        return np.zeros((theta.shape[0], 50 if idx is None else idx.shape[1], 3))
 
 
 def on_strict(a, device=None):
@@ -132,28 +160,31 @@ CASES = {
     "chains 0": (lambda: run(chains=0), ValueError, "`chains` must be at least 1"),
     "thin 0": (lambda: run(thin=0), ValueError, "`thin` must be at least 1"),
     "check_every 0": (lambda: run(check_every=0), ValueError, "`check_every` must be at least 1"),
-    "store_grads bad": (lambda: run(store_grads="yes"), ValueError, "`store_grads` must be False, True, 'estimate' or 'full'; got 'yes'"),
+    "store_grads bad": (lambda: run(store_grads="yes"), ValueError, "`store_grads` must be one of False, True, 'estimate', 'full'; got 'yes'"),
     # -- sampler and estimator options --------------------------------------------------------------------
-    "friction negative": (lambda: SGHMC(friction=-1.0), ValueError, "`friction` must be positive; got -1.0"),
+    "friction negative": (lambda: SGHMC(friction=-1.0), ValueError, "`friction` must be positive and finite; got -1.0"),
     "friction NaN": (lambda: SGHMC(friction=float("nan")), ValueError, "`friction` must be positive"),
     "n_leapfrog 0": (lambda: SGHMC(n_leapfrog=0), ValueError, "`n_leapfrog` must be an integer of at least 1; got 0"),
     "n_leapfrog fraction": (lambda: SGHMC(n_leapfrog=2.5), ValueError, "`n_leapfrog` must be an integer of at least 1; got 2.5"),
     "noise estimate too large": (lambda: run(sampler="sghmc", step_size=0.1, sampler_options={"noise_estimate": 100.0}), ValueError, r"step_size=0.1 and friction=1.0.*lower the step size"),
-    "diffusion 0": (lambda: SGNHT(diffusion=0.0), ValueError, "`diffusion` must be positive; got 0.0"),
+    "diffusion 0": (lambda: SGNHT(diffusion=0.0), ValueError, "`diffusion` must be positive and finite; got 0.0"),
     "psgld alpha": (lambda: PSGLD(alpha=1.0), ValueError, r"`alpha` must be in \[0, 1\); got 1.0"),
     "psgld lam": (lambda: PSGLD(lam=0.0), ValueError, "`lam` must be positive"),
     "noise_sd negative": (lambda: NoisyGradient(TARGET, -0.1), ValueError, "`noise_sd` must be a non-negative number; got -0.1"),
-    "noise_sd string": (lambda: NoisyGradient(TARGET, "a"), ValueError, "`noise_sd` must be a non-negative number"),
+    "noise_sd string": (lambda: NoisyGradient(TARGET, "a"), TypeError, "`noise_sd` must be a non-negative number"),
     "noise_sd missing": (lambda: run(TARGET, estimator="noisy"), TypeError, "noise_sd"),
     "svrg update_every": (lambda: SVRG(MODEL, 10, update_every=0), ValueError, "`update_every` must be at least 1; got 0"),
-    "cv optimizer": (lambda: ControlVariate(MODEL, 10, optimizer="lbfgs"), ValueError, "`optimizer` must be 'adam' or 'sgd'; got 'lbfgs'"),
+    "cv optimizer": (lambda: ControlVariate(MODEL, 10, optimizer="lbfgs"), ValueError, "`optimizer` must be one of 'adam', 'sgd'; got 'lbfgs'"),
     "cv opt_steps": (lambda: ControlVariate(MODEL, 10, opt_steps=0), ValueError, "`opt_steps` must be at least 1; got 0"),
-    "cv without centre": (lambda: ControlVariate(MODEL, 10)(backends.default_rng(0), np.zeros((1, 3))), RuntimeError, "no centre yet: pass `centre=`"),
-    "find_mode method": (lambda: find_mode(MODEL, 0, np.zeros(3), method="newton"), ValueError, "`method` must be 'adam' or 'sgd'; got 'newton'"),
+    "cv without centre": (lambda: ControlVariate(MODEL, 10).init(backends.default_rng(0), np.zeros((1, 3))), ValueError, "ControlVariate has no centre: pass `centre=`"),
+    "find_mode method": (lambda: find_mode(MODEL, 0, np.zeros(3), method="newton"), ValueError, "`method` must be one of 'adam', 'sgd'; got 'newton'"),
     "find_mode n_steps": (lambda: find_mode(MODEL, 0, np.zeros(3), n_steps=0), ValueError, "`n_steps` must be at least 1; got 0"),
-    "find_mode step_size": (lambda: find_mode(MODEL, 0, np.zeros(3), step_size=-1.0), ValueError, "`step_size` for the mode finder must be positive"),
-    "mala needs a model": (lambda: make_sampler("mala"), TypeError, "`model` for MALA must be an sgmc model with a full log posterior; got NoneType"),
-    "mala model object": (lambda: MALA(object()), TypeError, "`model` for MALA must be an sgmc model"),
+    "find_mode step_size": (lambda: find_mode(MODEL, 0, np.zeros(3), step_size=-1.0), ValueError, r"`step_size` must be positive and finite; got -1\.0"),
+    "mala needs a log density": (lambda: MALA().init(backends.default_rng(0), np.zeros((1, 2)), FullGradient(TARGET)), TypeError, r"MALA needs the exact log density from its estimator, and FullGradient does not report it; use sgmc.estimators.FullGradient\(model, log_density=True\)"),
+    "mala model without a log density": (lambda: FullGradient(_GradOnly(), log_density=True), TypeError, r"FullGradient\(log_density=True\) needs the model method\(s\) log_posterior_and_grad, which _GradOnly does not provide"),
+    "minibatch model lacks grad_log_lik_sum": (lambda: Minibatch(_GradOnly(), 5), TypeError, r"the minibatch estimator needs the model method\(s\) grad_log_lik_sum, which _GradOnly does not provide"),
+    "curvature bound without lipschitz": (lambda: curvature_bound(_GradOnly()), TypeError, r"a curvature bound needs the model method\(s\) lipschitz, which _GradOnly does not provide"),
+    "curvature bound on a Model without lipschitz": (lambda: curvature_bound(_NoLipschitz()), TypeError, r"a curvature bound needs the model method\(s\) lipschitz, which _NoLipschitz does not provide"),
     "no Hessian": (lambda: TARGET.hess_log_lik(np.zeros((1, 2))), NotImplementedError, "GaussianTarget does not provide per-datum Hessians"),
     "step_sizes direct": (lambda: step_sizes(object(), 3), TypeError, "got object"),
 }

@@ -8,6 +8,7 @@ backend port at once.
 
 from __future__ import annotations
 
+import pickle
 import textwrap
 
 import numpy as np
@@ -304,6 +305,47 @@ def test_logistic_regression_is_stable_at_extreme_linear_predictors():
     np.testing.assert_allclose(g, [0.0, 0.0, -1000.0, -1000.0, 0.0], atol=1e-12)
     p = model.predict_proba(np.ones(1), X)
     np.testing.assert_allclose(p[0], [1.0, 0.0, 1.0, 0.0, 0.5], atol=1e-12)
+
+
+# -- pickling: models travel to worker processes -----------------------------------------------------
+def _can_pickle_arrays(xb) -> bool:
+    try:
+        back = pickle.loads(pickle.dumps(xb.asarray(np.arange(3.0))))
+    except Exception:  # noqa: BLE001 - any failure means the library cannot pickle its arrays
+        return False
+    return bool(np.array_equal(xb.to_numpy(back), np.arange(3.0)))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_models_pickle_and_compute_the_same_after_unpickling(xb, name):
+    if not _can_pickle_arrays(xb):
+        pytest.skip(f"{xb.name} arrays on {xb.device!r} cannot be pickled by the array library itself")
+    model, _ = make(name, xb)
+    copy = pickle.loads(pickle.dumps(model))
+    assert type(copy) is type(model) and copy is not model
+    assert copy.xp is xb.backend.xp
+    assert copy.xp is model.xp
+    assert (copy.n_data, copy.dim, copy.dtype, copy.device) == (model.n_data, model.dim, model.dtype, model.device)
+    t, _ = thetas(xb, chains=3)
+    np.testing.assert_array_equal(xb.to_numpy(copy.grad_log_posterior(t)), xb.to_numpy(model.grad_log_posterior(t)))
+    np.testing.assert_array_equal(xb.to_numpy(copy.log_posterior(t)), xb.to_numpy(model.log_posterior(t)))
+    if model.has_data:
+        idx, _ = indices(xb, chains=3)
+        np.testing.assert_array_equal(xb.to_numpy(copy.grad_log_lik_sum(t, idx)), xb.to_numpy(model.grad_log_lik_sum(t, idx)))
+    # the unpickled model accepts arrays made afresh in the backend's namespace
+    fresh = xb.asarray(np.zeros((1, D)))
+    assert tuple(copy.grad_log_posterior(fresh).shape) == (1, D)
+
+
+# -- the fused log posterior and gradient of the GLMs ---------------------------------------------------
+@pytest.mark.parametrize("name", ["linear", "logistic"])
+def test_log_posterior_and_grad_equals_its_two_parts(name):
+    model = _build(name, _data(name), np.asarray)
+    theta = np.random.default_rng(11).normal(scale=1.5, size=(5, D))
+    logp, grad = model.log_posterior_and_grad(theta)
+    assert logp.shape == (5,) and grad.shape == (5, D)
+    np.testing.assert_allclose(logp, model.log_posterior(theta), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(grad, model.grad_log_posterior(theta), rtol=1e-12, atol=0)
 
 
 # -- the review's Gaussian example: SGLD's exact stationary covariance --------------------------------

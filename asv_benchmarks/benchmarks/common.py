@@ -53,7 +53,7 @@ def load_backend(name: str):
     except ImportError as exc:
         msg = f"backend {name!r} is not installed"
         raise NotImplementedError(msg) from exc
-    if name == "cupy" and not be.kernels.get("_device_available", False):
+    if not be.is_available():
         msg = "CuPy has no usable CUDA device"
         raise NotImplementedError(msg)
     if name == "torch":

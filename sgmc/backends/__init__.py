@@ -14,10 +14,12 @@ explicitly between libraries.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
+import array_api_compat
 
+from .._array_api import array_namespace, is_array
 from ._base import Backend, Generator, HostGenerator
 
 __all__ = [
@@ -29,18 +31,34 @@ __all__ = [
     "asarray",
     "to_numpy",
     "synchronize",
-    "register_backend",
-    "save_npz",
-    "load_npz",
+    "register",
 ]
 
-_LOADERS: dict[str, Any] = {}
+_LOADERS: dict[str, Callable[[], Backend]] = {}
+_OWNS: dict[str, Callable[[Any], bool]] = {}
 _CACHE: dict[str, Backend] = {}
 
 
-def register_backend(name: str, loader: Any) -> None:
-    """Register ``loader() -> Backend`` under ``name``; it runs on first use."""
+def register(name: str, loader: Callable[[], Backend], owns: Callable[[Any], bool] | None = None) -> None:
+    """Register a backend: ``loader() -> Backend`` runs on first use, ``owns(xp)`` recognises its namespace.
+
+    Parameters
+    ----------
+    name : str
+        Registry name; ``Backend.name`` of what ``loader`` returns must equal it, since backends
+        pickle by name (a worker process must register the same name before it unpickles one).
+    loader : callable
+        Builds the :class:`Backend`; it may import the library (registration itself imports nothing).
+    owns : callable, optional
+        ``owns(namespace) -> bool``, true for the library's array-API namespace, so that
+        ``get_backend(array)`` finds the backend from arrays alone. Without it only lookups by name
+        find the backend.
+    """
     _LOADERS[name] = loader
+    if owns is not None:
+        _OWNS[name] = owns
+    else:
+        _OWNS.pop(name, None)
     _CACHE.pop(name, None)
 
 
@@ -68,10 +86,10 @@ def _load_cupy() -> Backend:
     return make_backend()
 
 
-register_backend("numpy", _load_numpy)
-register_backend("array_api_strict", _load_strict)
-register_backend("torch", _load_torch)
-register_backend("cupy", _load_cupy)
+register("numpy", _load_numpy, array_api_compat.is_numpy_namespace)
+register("array_api_strict", _load_strict, array_api_compat.is_array_api_strict_namespace)
+register("torch", _load_torch, array_api_compat.is_torch_namespace)
+register("cupy", _load_cupy, array_api_compat.is_cupy_namespace)
 
 _ALIASES = {"np": "numpy", "strict": "array_api_strict", "array-api-strict": "array_api_strict"}
 
@@ -83,17 +101,27 @@ def _by_name(name: str) -> Backend:
         raise ValueError(msg)
     if key not in _CACHE:
         try:
-            _CACHE[key] = _LOADERS[key]()
+            backend = _LOADERS[key]()
         except ImportError as exc:
             msg = f"backend {key!r} is not installed ({exc}); install it or use backend='numpy'"
             raise ImportError(msg) from exc
+        if backend.name != key:
+            msg = f"the loader registered as {key!r} returned a backend named {backend.name!r}"
+            raise ValueError(msg)
+        _CACHE[key] = backend
     return _CACHE[key]
 
 
-def _name_of_namespace(xp: ModuleType) -> str:
-    from .._array_api import namespace_name
-
-    return namespace_name(xp)
+def _by_namespace(xp: Any) -> Backend:
+    for name, owns in _OWNS.items():
+        if owns(xp):
+            return _by_name(name)
+    label = getattr(xp, "__name__", type(xp).__name__)
+    msg = (
+        f"no registered backend claims the array namespace {label!r}; known backends are "
+        f"{sorted(_LOADERS)} (register one with sgmc.backends.register)"
+    )
+    raise TypeError(msg)
 
 
 def get_backend(obj: Any = "numpy") -> Backend:
@@ -102,8 +130,8 @@ def get_backend(obj: Any = "numpy") -> Backend:
     Parameters
     ----------
     obj : str, module, array, Backend or Generator
-        ``"numpy"``, ``"array_api_strict"``, ``"torch"`` or ``"cupy"``; or an array namespace; or an
-        array whose library is used.
+        ``"numpy"``, ``"array_api_strict"``, ``"torch"``, ``"cupy"`` or a registered name; or an
+        array namespace; or an array whose library is used.
     """
     if isinstance(obj, Backend):
         return obj
@@ -112,11 +140,9 @@ def get_backend(obj: Any = "numpy") -> Backend:
     if isinstance(obj, str):
         return _by_name(obj)
     if isinstance(obj, ModuleType):
-        return _by_name(_name_of_namespace(obj))
-    from .._array_api import array_namespace, is_array
-
+        return _by_namespace(obj)
     if is_array(obj):
-        return _by_name(_name_of_namespace(array_namespace(obj)))
+        return _by_namespace(array_namespace(obj))
     msg = f"cannot infer a backend from {type(obj).__name__}; pass a backend name such as 'numpy'"
     raise TypeError(msg)
 
@@ -129,7 +155,7 @@ def available_backends() -> list[str]:
             b = _by_name(name)
         except ImportError:
             continue
-        if name == "cupy" and not b.kernels.get("_device_available", False):
+        if not b.is_available():
             continue
         out.append(name)
     return out
@@ -177,7 +203,7 @@ def default_rng(seed: Any = None, *, backend: Any = "numpy", device: Any = None)
     """
     be = get_backend(backend)
     if isinstance(seed, Generator):
-        if seed.backend is not be:
+        if seed.backend != be:
             msg = (
                 f"`rng` belongs to backend {seed.backend.name!r} but the arrays are {be.name!r}; "
                 f"create it with sgmc.backends.default_rng(seed, backend={be.name!r})"
@@ -190,9 +216,9 @@ def default_rng(seed: Any = None, *, backend: Any = "numpy", device: Any = None)
             raise ValueError(msg)
         return seed
     if isinstance(seed, np.random.Generator):
-        if be.name == "cupy":
-            ss = seed.bit_generator.seed_seq
-            return be.make_generator(ss, device)
+        if not be.on_cpu(be.default_device if device is None else device):
+            # a device generator cannot share a host stream: seed it from the same sequence
+            return be.make_generator(seed.bit_generator.seed_seq, device)
         return HostGenerator.from_numpy(be, seed, device)
     return be.make_generator(_seed_sequence(seed), device)
 
@@ -203,13 +229,11 @@ def asarray(x: Any, *, backend: Any = "numpy", dtype: Any = None, device: Any = 
     ``dtype`` may be a string (``"float32"``) or a dtype of the target library.
     """
     be = get_backend(backend)
-    from .._array_api import is_array
-
-    if is_array(x) and get_backend(x) is not be:
+    if is_array(x) and get_backend(x) != be:
         x = get_backend(x).to_host(x)
     if isinstance(dtype, str):
         dtype = getattr(be.xp, dtype)
-    if be.name in ("numpy",):
+    if be.numpy_arrays:
         return be.xp.asarray(x, dtype=dtype)
     if isinstance(x, np.ndarray) or not is_array(x):
         x = np.asarray(x)
@@ -226,8 +250,6 @@ def to_numpy(x: Any) -> np.ndarray:
     """Copy an array of any registered backend to a NumPy array (for I/O and plotting only)."""
     if isinstance(x, np.ndarray):
         return x
-    from .._array_api import is_array
-
     if not is_array(x):
         return np.asarray(x)
     return get_backend(x).to_host(x)
@@ -236,19 +258,3 @@ def to_numpy(x: Any) -> np.ndarray:
 def synchronize(backend: Any = "numpy") -> None:
     """Wait for queued device work (a no-op on CPU backends); use before reading wall clocks."""
     get_backend(backend).synchronize()
-
-
-def save_npz(path: str, arrays: dict, meta: str) -> None:
-    """Write NumPy arrays and a JSON string to ``path`` (``.npz``); used by :meth:`sgmc.Trace.save`."""
-    payload = {k: np.asarray(v) for k, v in arrays.items()}
-    payload["__meta__"] = np.asarray(meta)
-    with open(path, "wb") as fh:
-        np.savez_compressed(fh, **payload)
-
-
-def load_npz(path: str) -> tuple[dict, str]:
-    """Read what :func:`save_npz` wrote: ``(arrays, meta)``."""
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files if k != "__meta__"}
-        meta = str(data["__meta__"]) if "__meta__" in data.files else "{}"
-    return arrays, meta

@@ -3,19 +3,21 @@
 The array API standard has no random numbers, so each backend supplies a :class:`Generator` that draws
 on the backend's own device. Libraries without a usable generator of their own (array-api-strict,
 torch on CPU) draw with NumPy's PCG64 on the host and convert once; CuPy draws on the GPU.
+
+Backends and generators pickle by the backend's registry name and compare by it, so a generator sent
+to another process (a worker of a process pool or a Dask cluster) is the same generator there.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["Backend", "Generator", "HostGenerator", "numpy_dtype", "subsample_indices"]
+__all__ = ["Backend", "Generator", "HostGenerator", "numpy_dtype"]
 
 
 def numpy_dtype(dtype: Any) -> np.dtype:
@@ -26,6 +28,17 @@ def numpy_dtype(dtype: Any) -> np.dtype:
     return np.dtype(name)
 
 
+def _always(*_: Any) -> bool:
+    return True
+
+
+def _backend_by_name(name: str) -> "Backend":
+    # Unpickling hook: the registry lives in the package, which imports this module.
+    from . import get_backend
+
+    return get_backend(name)
+
+
 @dataclass(frozen=True, eq=False)
 class Backend:
     """An array library known to sgmc.
@@ -33,7 +46,7 @@ class Backend:
     Attributes
     ----------
     name : str
-        Registry name (``"numpy"``, ``"array_api_strict"``, ``"torch"``, ``"cupy"``).
+        Registry name (``"numpy"``, ``"array_api_strict"``, ``"torch"``, ``"cupy"``, or a user's).
     xp : module
         The array-API-compatible namespace.
     make_generator : callable
@@ -44,11 +57,27 @@ class Backend:
         ``from_host(ndarray, dtype, device) -> array``.
     default_device : object
         Device used when none is given.
-    kernels : dict
-        Native fast paths by name; empty unless a GPU is present.
+    synchronize : callable
+        Waits for queued device work (a no-op on CPUs).
+    native : dict
+        Native fast paths by name, looked up through :func:`sgmc._dispatch.native`; each has an
+        array-API twin in the library that defines its result.
     quiet_float : callable
         Returns a context manager that silences the library's floating-point warnings (overflow,
         invalid values); the runner reports divergence itself, with the step size that caused it.
+    is_available : callable
+        ``is_available() -> bool``: whether the library can compute here (a GPU library without a
+        usable device is installed but not available). Never raises.
+    on_cpu : callable
+        ``on_cpu(device) -> bool``: whether arrays on ``device`` live in host memory, where
+        cache-sized blocking of batched work pays.
+    numpy_arrays : bool
+        True when the backend's arrays are NumPy arrays, so host draws need no conversion.
+
+    Notes
+    -----
+    Two backends are equal when their names are; a backend pickles as its name and unpickles as the
+    registry's backend of that name.
     """
 
     name: str
@@ -58,8 +87,20 @@ class Backend:
     from_host: Callable[[np.ndarray, Any, Any], Any]
     default_device: Any = None
     synchronize: Callable[[], None] = field(default=lambda: None)
-    kernels: dict = field(default_factory=dict)
+    native: dict = field(default_factory=dict)
     quiet_float: Callable[[], Any] = field(default=contextlib.nullcontext)
+    is_available: Callable[[], bool] = field(default=_always)
+    on_cpu: Callable[[Any], bool] = field(default=_always)
+    numpy_arrays: bool = False
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Backend) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("sgmc.Backend", self.name))
+
+    def __reduce__(self):
+        return (_backend_by_name, (self.name,))
 
     def __repr__(self) -> str:
         return f"Backend({self.name!r})"
@@ -70,7 +111,8 @@ class Generator:
 
     Methods mirror the part of :class:`numpy.random.Generator` that sgmc uses, and every draw returns
     an array of the generator's backend on its device. Chains that need reproducible, independent
-    streams get them with :meth:`spawn`.
+    streams get them with :meth:`spawn`. Draws built on these (subsets, categorical draws, particle
+    resampling) live in :mod:`sgmc._sampling`.
     """
 
     backend: Backend
@@ -84,14 +126,10 @@ class Generator:
         """Uniform draws on [0, 1)."""
         raise NotImplementedError
 
-    def integers(self, high: int, shape: tuple[int, ...]) -> Any:
-        """Uniform int64 draws on {0, ..., high - 1}."""
-        raise NotImplementedError
+    def integers(self, high: int, shape: tuple[int, ...], dtype: Any = None) -> Any:
+        """Uniform draws on {0, ..., high - 1}, int64 unless ``dtype`` asks for a narrower integer type.
 
-    def subsample(self, n_data: int, size: int, batch: int, replace: bool = False) -> Any:
-        """``batch`` independent subsets of ``range(n_data)``, each of ``size`` indices, int64 (batch, size).
-
-        Without replacement each row is a uniformly random ``size``-subset in uniformly random order.
+        The values drawn, and the generator's state after the draw, do not depend on ``dtype``.
         """
         raise NotImplementedError
 
@@ -103,82 +141,6 @@ class Generator:
         return f"<sgmc Generator backend={self.backend.name!r} device={self.device!r}>"
 
 
-def subsample_indices(gen: np.random.Generator, n_data: int, size: int, batch: int) -> np.ndarray:
-    """Rows of indices drawn uniformly without replacement, vectorised over rows.
-
-    For small ``size / n_data`` this draws a few more than ``size`` indices with replacement per row and
-    keeps the first ``size`` distinct ones in draw order, which is exactly sequential sampling without
-    replacement (and the conditioning on "enough distinct values" is invariant under relabelling, so
-    each row stays a uniform subset). Dense cases use random keys and a partial sort.
-
-    Repeats are found with one sort per row of (value, draw position) pairs packed into one integer,
-    and dropped sparsely (there are about ``size**2 / (2 n_data)`` of them), so the cost is one bounded
-    integer draw and one small sort per index.
-    """
-    if size == n_data or size * 4 > n_data:
-        keys = gen.random((batch, n_data))
-        if size == n_data:
-            return np.argsort(keys, axis=1)
-        part = np.argpartition(keys, size - 1, axis=1)[:, :size]
-        # argpartition leaves the first `size` in arbitrary order; that order is irrelevant for sums
-        return part.astype(np.int64, copy=False)
-    expected_dups = size * size / (2.0 * n_data)
-    m = size + int(math.ceil(2.0 * expected_dups + 8.0 * math.sqrt(expected_dups + 1.0) + 4.0))
-    shift = (m - 1).bit_length()
-    low = (1 << shift) - 1
-    # Keys fit in int32 up to about 10^6 data, and the narrower sort is twice as fast; NumPy draws the
-    # same values (and advances the generator alike) whatever the integer width.
-    kind = np.int32 if ((n_data - 1) << shift | low) < 2**31 else np.int64
-    cols = np.arange(m, dtype=kind)
-    out = None
-    todo = None
-    b = batch
-    while b:
-        draws = gen.integers(0, n_data, size=b * m, dtype=kind).reshape(b, m)
-        # Sort (value, position) keys row by row: copies of a value become adjacent with the earliest
-        # draw first, and every later copy is dropped.
-        key = np.left_shift(draws, shift)
-        key |= cols
-        key.sort(axis=1)
-        key = key.reshape(-1)
-        val = key >> shift
-        repeat = val[1:] == val[:-1]
-        repeat[m - 1 :: m] = False  # pairs that straddle two rows
-        later = repeat.nonzero()[0]
-        later += 1
-        drop_col = key[later] & low
-        keep = np.ones((b, m), dtype=bool)
-        complete = later.size <= m - size  # then no row is short of `size` distinct values
-        if b == 1 and complete:
-            keep[0, drop_col] = False
-            rows = draws[keep][None, :size].astype(np.int64)
-        else:
-            drop_row = later // m
-            keep.reshape(-1)[drop_row * m + drop_col] = False
-            # Keep the first `size` survivors: only the last m - size columns can rank beyond `size`.
-            head_drops = np.bincount(drop_row[drop_col < size], minlength=b)
-            tail = keep[:, size:]
-            rank = np.cumsum(tail, axis=1)
-            rank += (size - head_drops)[:, None]
-            tail &= rank <= size
-            if not complete:
-                ok = rank[:, -1] >= size
-                keep &= ok[:, None]
-            rows = draws[keep].reshape(-1, size).astype(np.int64, copy=False)
-        if complete and todo is None:
-            return rows
-        if out is None:
-            out = np.empty((batch, size), dtype=np.int64)
-            todo = np.arange(batch)
-        if complete:
-            out[todo] = rows
-            break
-        out[todo[ok]] = rows
-        todo = todo[~ok]
-        b = todo.size
-    return out
-
-
 class HostGenerator(Generator):
     """Generator that draws with NumPy's PCG64 on the host and converts to the backend once per draw."""
 
@@ -187,7 +149,7 @@ class HostGenerator(Generator):
         self.device = backend.default_device if device is None else device
         self._seed_seq = seed_seq
         self._np = np.random.Generator(np.random.PCG64(seed_seq))
-        self._identity = backend.name == "numpy"
+        self._identity = backend.numpy_arrays
 
     @classmethod
     def from_numpy(cls, backend: Backend, gen: np.random.Generator, device: Any = None) -> "HostGenerator":
@@ -197,7 +159,7 @@ class HostGenerator(Generator):
         self.device = backend.default_device if device is None else device
         self._seed_seq = gen.bit_generator.seed_seq
         self._np = gen
-        self._identity = backend.name == "numpy"
+        self._identity = backend.numpy_arrays
         return self
 
     def _out(self, a: np.ndarray, dtype: Any) -> Any:
@@ -213,18 +175,12 @@ class HostGenerator(Generator):
         dt = np.float64 if dtype is None else numpy_dtype(dtype)
         return self._out(self._np.random(shape, dtype=dt), dtype)
 
-    def integers(self, high, shape):
-        return self._out(self._np.integers(0, high, size=shape, dtype=np.int64), None)
-
-    def subsample(self, n_data, size, batch, replace=False):
-        if replace:
-            idx = self._np.integers(0, n_data, size=(batch, size), dtype=np.int64)
-        else:
-            idx = subsample_indices(self._np, n_data, size, batch)
-        return self._out(idx, None)
+    def integers(self, high, shape, dtype=None):
+        dt = np.int64 if dtype is None else numpy_dtype(dtype)
+        return self._out(self._np.integers(0, high, size=shape, dtype=dt), dtype)
 
     def spawn(self, n):
-        return [HostGenerator(self.backend, s, self.device) for s in self._seed_seq.spawn(n)]
+        return [type(self)(self.backend, s, self.device) for s in self._seed_seq.spawn(n)]
 
     @property
     def numpy_generator(self) -> np.random.Generator:

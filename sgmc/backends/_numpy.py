@@ -1,15 +1,91 @@
-"""NumPy backend (CPU)."""
+"""NumPy backend (CPU), with the native fast paths NumPy offers beyond the array API."""
 
 from __future__ import annotations
 
 import numpy as np
 from array_api_compat import numpy as np_compat
 
+from .._sampling import oversample
 from ._base import Backend, HostGenerator
 
 
 def _from_host(a, dtype, device):
     return np.asarray(a) if dtype is None else np.asarray(a, dtype=dtype)
+
+
+def subsample(rng, n_data: int, size: int, batch: int, replace: bool = False) -> np.ndarray:
+    """Native twin of :func:`sgmc._sampling.subsample` for generators drawing NumPy arrays.
+
+    Same draws, same result: the first ``size`` distinct values of each row of ``m`` i.i.d. integer
+    draws, in draw order (rows short of ``size`` distinct values are drawn again), or for dense
+    subsets the ``size`` smallest of ``n_data`` uniform keys in key order. What differs is the
+    arithmetic: copies of a value are found with one in-place sort per row of (value, position) keys
+    packed into one integer, narrowed to int32 when they fit (a sort of half the width), and dropped
+    sparsely (there are about ``size**2 / (2 n_data)`` of them); dense subsets use a partial sort.
+    """
+    gen = rng.numpy_generator
+    if replace:
+        return gen.integers(0, n_data, size=(batch, size), dtype=np.int64)
+    if size == n_data or size * 4 > n_data:
+        keys = gen.random((batch, n_data))
+        if size == n_data:
+            return np.argsort(keys, axis=1, kind="stable")
+        part = np.argpartition(keys, size - 1, axis=1)[:, :size]
+        order = np.argsort(np.take_along_axis(keys, part, axis=1), axis=1, kind="stable")
+        return np.take_along_axis(part, order, axis=1).astype(np.int64, copy=False)
+    m = oversample(size, n_data)
+    shift = (m - 1).bit_length()
+    low = (1 << shift) - 1
+    # NumPy draws the same values (and advances the generator alike) whatever the integer width.
+    kind = np.int32 if ((n_data - 1) << shift | low) < 2**31 else np.int64
+    cols = np.arange(m, dtype=kind)
+    out = None
+    todo = None
+    b = batch
+    while b:
+        draws = gen.integers(0, n_data, size=b * m, dtype=kind).reshape(b, m)
+        # Sort (value, position) keys row by row: copies of a value become adjacent with the earliest
+        # draw first, and every later copy is dropped.
+        key = np.left_shift(draws, shift)
+        key |= cols
+        key.sort(axis=1)
+        key = key.reshape(-1)
+        val = key >> shift
+        repeat = val[1:] == val[:-1]
+        repeat[m - 1 :: m] = False  # pairs that straddle two rows
+        later = repeat.nonzero()[0]
+        later += 1
+        drop_col = key[later] & low
+        keep = np.ones((b, m), dtype=bool)
+        complete = later.size <= m - size  # then no row is short of `size` distinct values
+        if b == 1 and complete:
+            keep[0, drop_col] = False
+            rows = draws[keep][None, :size].astype(np.int64)
+        else:
+            drop_row = later // m
+            keep.reshape(-1)[drop_row * m + drop_col] = False
+            # Keep the first `size` survivors: only the last m - size columns can rank beyond `size`.
+            head_drops = np.bincount(drop_row[drop_col < size], minlength=b)
+            tail = keep[:, size:]
+            rank = np.cumsum(tail, axis=1)
+            rank += (size - head_drops)[:, None]
+            tail &= rank <= size
+            ok = rank[:, -1] >= size
+            if not complete:
+                keep &= ok[:, None]
+            rows = draws[keep].reshape(-1, size).astype(np.int64, copy=False)
+        if complete and todo is None:
+            return rows
+        if out is None:
+            out = np.empty((batch, size), dtype=np.int64)
+            todo = np.arange(batch)
+        if complete:
+            out[todo] = rows
+            break
+        out[todo[ok]] = rows
+        todo = todo[~ok]
+        b = todo.size
+    return out
 
 
 def make_backend() -> Backend:
@@ -21,5 +97,8 @@ def make_backend() -> Backend:
         from_host=_from_host,
         quiet_float=lambda: np.errstate(over="ignore", invalid="ignore", divide="ignore"),
         default_device="cpu",
+        native={"subsample": subsample},
+        numpy_arrays=True,
     )
     return backend
+

@@ -30,6 +30,10 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
+def _on_cpu(device) -> bool:
+    return torch.device(device).type == "cpu" if device is not None else True
+
+
 def make_backend() -> Backend:
     backend = Backend(
         name="torch",
@@ -39,5 +43,6 @@ def make_backend() -> Backend:
         from_host=_from_host,
         default_device=torch.device("cpu"),
         synchronize=_sync,
+        on_cpu=_on_cpu,
     )
     return backend

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._array_api import Array, check_int
+from .._array_api import Array
+from .._validation import check_int
 from . import _stein
 
 __all__ = ["stein_thin"]

@@ -1,24 +1,38 @@
 """Gradient estimators for stochastic gradient MCMC.
 
-Each estimator is a callable ``estimate(rng, position) -> (grad, info)`` returning an unbiased estimate
-of grad log pi at every chain's position. Names accepted by :func:`sgmc.sample`: ``"full"``,
-``"minibatch"``, ``"cv"``, ``"svrg"`` (and ``"noisy"`` with ``noise_sd=``).
+Every estimator follows one contract (:class:`GradientEstimator`): ``init(rng, position) ->
+est_state`` and ``estimate(rng, est_state, position) -> (grad, est_state, EstimateInfo)``, with no
+state on the estimator object. Names accepted by :func:`sgmc.sample`: ``"full"``, ``"minibatch"``,
+``"cv"``, ``"svrg"`` (and ``"noisy"`` with ``noise_sd=``).
 """
 
 from typing import Any
 
-from .base import EstimateInfo, FullGradient, GradientEstimator, Minibatch, NoisyGradient
-from .control_variates import SVRG, ControlVariate, find_mode
+from .base import (
+    EstimateInfo,
+    Estimator,
+    FullGradient,
+    GradientEstimator,
+    Minibatch,
+    NoisyGradient,
+    Prepared,
+    SupportsPrepare,
+)
+from .control_variates import SVRG, ControlVariate, ControlVariateState, SVRGState
 
 __all__ = [
     "EstimateInfo",
+    "Prepared",
     "GradientEstimator",
+    "SupportsPrepare",
+    "Estimator",
     "FullGradient",
     "Minibatch",
     "NoisyGradient",
     "ControlVariate",
+    "ControlVariateState",
     "SVRG",
-    "find_mode",
+    "SVRGState",
     "make_estimator",
     "ESTIMATORS",
 ]
@@ -31,12 +45,17 @@ ESTIMATORS = {
     "noisy": NoisyGradient,
 }
 
+_NO_BATCH = ("full", "noisy")
+
 
 def make_estimator(name: Any, model: Any, batch_size: Any = None, **options: Any) -> GradientEstimator:
     """Build an estimator from its registry name (or return a configured one unchanged)."""
     if not isinstance(name, str):
-        if not callable(name):
-            msg = f"`estimator` must be a name in {sorted(ESTIMATORS)} or a callable estimator; got {name!r}"
+        if not isinstance(name, GradientEstimator):
+            msg = (
+                f"`estimator` must be a name in {sorted(ESTIMATORS)} or an object with init(rng, position) "
+                f"and estimate(rng, est_state, position) (sgmc.estimators.GradientEstimator); got {name!r}"
+            )
             raise TypeError(msg)
         return name
     key = name.lower().replace("-", "_")
@@ -44,9 +63,7 @@ def make_estimator(name: Any, model: Any, batch_size: Any = None, **options: Any
         msg = f"unknown estimator {name!r}; choose one of {sorted(ESTIMATORS)}"
         raise ValueError(msg)
     cls = ESTIMATORS[key]
-    if key in ("full",):
-        return cls(model, **options)
-    if key == "noisy":
+    if key in _NO_BATCH:
         return cls(model, **options)
     if batch_size is None:
         batch_size = max(1, model.n_data // 100)

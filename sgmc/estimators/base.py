@@ -1,104 +1,181 @@
-"""Gradient estimators: unbiased estimates of grad log pi(theta) for every chain at once.
+"""The gradient-estimator contract, and the plain estimators: exact, subsampled, noisy.
 
-An estimator is a callable ``estimate(rng, position) -> (grad, info)`` where ``position`` is
-``(chains, dim)``, ``grad`` has the same shape and estimates the full-data gradient of the log
-posterior (the ascent direction), and ``info.n_evals`` counts the per-datum gradient evaluations made
-per chain. ``prepare(rng, position)`` runs once before sampling (control variates find their centre
-there) and may return a better starting position.
+An estimator keeps no state on itself. ``init(rng, position) -> est_state`` builds whatever it carries
+from one iteration to the next (a control-variate centre and the full gradient there, an SVRG
+snapshot, preferential weights, ...), and ``estimate(rng, est_state, position)`` returns
+``(grad, est_state, info)``: an estimate of grad log pi at every chain's position (``(chains, dim)``,
+the ascent direction), the next state, and an :class:`EstimateInfo` saying what the call cost. The
+same estimator object called twice with the same inputs gives the same outputs, so one object can
+serve many runs, and it pickles to worker processes.
+
+Set-up that chooses the estimator itself (finding a control-variate centre) is a separate, explicit
+step: ``prepare(rng, position)`` returns a :class:`Prepared` with the configured estimator, a
+suggested start and the cost, and :func:`sgmc.sample` calls it once before sampling.
 """
 
 from __future__ import annotations
 
-import math
-import operator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .._array_api import Array
-from ..models.base import Model
+from .._sampling import subsample
+from .._validation import check_batch_size, check_nonnegative
+from ..models.base import check_target, require
 
-__all__ = ["EstimateInfo", "GradientEstimator", "FullGradient", "Minibatch", "NoisyGradient", "check_batch_size"]
+__all__ = [
+    "EstimateInfo",
+    "Prepared",
+    "GradientEstimator",
+    "SupportsPrepare",
+    "Estimator",
+    "FullGradient",
+    "Minibatch",
+    "NoisyGradient",
+]
 
 
 class EstimateInfo(NamedTuple):
-    """What one call of an estimator cost.
+    """What one call of an estimator did.
 
     Attributes
     ----------
-    n_evals : int
-        Per-datum gradient evaluations per chain (N for a full pass, n for a minibatch).
+    n_evals : number or array (chains,)
+        Per-datum gradient evaluations per chain made by this call (N for a full pass, n for a
+        minibatch, 2n for a control variate), including any refresh it triggered.
+    batch_size : number or array (chains,)
+        Data points the estimate is built from (N for exact estimators).
+    log_density : array (chains,) or None
+        The exact log posterior at the position, from estimators that compute it anyway (or are
+        asked to: ``FullGradient(model, log_density=True)``); Metropolis corrections use it.
     """
 
-    n_evals: int
+    n_evals: Any
+    batch_size: Any
+    log_density: Array | None = None
 
 
-def check_model(model: Any) -> Model:
-    """Check that ``model`` has the protocol's methods."""
-    needed = ("grad_log_prior", "grad_log_lik_sum", "n_data", "dim", "xp")
-    missing = [m for m in needed if not hasattr(model, m)]
-    if missing:
-        msg = f"`model` must follow the sgmc model protocol (sgmc.models.Model); it lacks {missing}"
-        raise TypeError(msg)
-    return model
+class Prepared(NamedTuple):
+    """What :meth:`Estimator.prepare` returns.
+
+    Attributes
+    ----------
+    estimator : GradientEstimator
+        The estimator to sample with (a new, configured object when preparing chose something,
+        such as a control-variate centre).
+    start : array (chains, dim) or None
+        A suggested starting position (the control-variate centre), or ``None``.
+    n_evals : float
+        Per-datum gradient evaluations the preparation used (per chain).
+    """
+
+    estimator: Any
+    start: Array | None
+    n_evals: float
 
 
-def check_batch_size(batch_size: Any, n_data: int, name: str = "batch_size") -> int:
-    """A batch size as an int in [1, n_data]; a float in (0, 1) is a fraction of n_data."""
-    if isinstance(batch_size, float) and 0.0 < batch_size < 1.0:
-        batch_size = max(1, int(round(batch_size * n_data)))
-    try:
-        n = operator.index(batch_size)
-    except TypeError:
-        msg = f"`{name}` must be a positive int (or a fraction in (0, 1)); got {batch_size!r}"
-        raise TypeError(msg) from None
-    if n < 1:
-        msg = f"`{name}` must be at least 1; got {n}"
-        raise ValueError(msg)
-    if n > n_data:
-        msg = f"`{name}`={n} is larger than the number of data n_data={n_data}"
-        raise ValueError(msg)
-    return n
+@runtime_checkable
+class GradientEstimator(Protocol):
+    """The estimator contract that samplers and the runner rely on.
+
+    Attributes
+    ----------
+    name : str
+    init_cost : float
+        Per-datum gradient evaluations per chain that :meth:`init` makes (N when it computes a full
+        gradient, 0 otherwise); the runner counts them as set-up cost.
+    """
+
+    name: str
+    init_cost: float
+
+    def init(self, rng: Any, position: Array) -> Any:
+        """The estimator state for chains at ``position`` (chains, dim); ``None`` if it has none."""
+
+    def estimate(self, rng: Any, est_state: Any, position: Array) -> tuple[Array, Any, EstimateInfo]:
+        """``(grad, est_state, info)`` at ``position`` (chains, dim)."""
 
 
-class GradientEstimator:
-    """Base class; subclasses implement :meth:`__call__`."""
+@runtime_checkable
+class SupportsPrepare(Protocol):
+    """Estimators with a set-up step that runs once before sampling."""
+
+    def prepare(self, rng: Any, position: Array) -> Prepared:
+        """Configure the estimator for chains starting at ``position``."""
+
+
+class Estimator:
+    """Base class: keeps the model, and provides a no-op :meth:`prepare` and a stateless :meth:`init`.
+
+    Subclasses implement :meth:`estimate`; they set every attribute in ``__init__`` and never after.
+    """
 
     name = "estimator"
-    #: per-datum gradient evaluations per chain and call, when it is constant
-    evals_per_call: int = 0
+    init_cost: float = 0.0
 
-    def __init__(self, model: Model):
-        self.model = check_model(model)
+    def __init__(self, model: Any):
+        self.model = check_target(model)
 
-    def prepare(self, rng: Any, position: Array) -> Array | None:
-        """Called once by :func:`sgmc.sample` before the first iteration; may return a start position."""
+    def prepare(self, rng: Any, position: Array) -> Prepared:
+        """Nothing to set up: this estimator, no suggested start, no cost."""
+        return Prepared(self, None, 0.0)
+
+    def init(self, rng: Any, position: Array) -> Any:
+        """No state."""
         return None
 
-    def __call__(self, rng: Any, position: Array) -> tuple[Array, EstimateInfo]:
+    def estimate(self, rng: Any, est_state: Any, position: Array) -> tuple[Array, Any, EstimateInfo]:
         raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r})"
 
 
-class FullGradient(GradientEstimator):
-    """The exact full-data gradient (O(N) per call): turns SGLD into ULA."""
+class FullGradient(Estimator):
+    """The exact full-data gradient (O(N) per call): turns SGLD into ULA.
+
+    Parameters
+    ----------
+    model : Model
+    log_density : bool, default False
+        Also return the exact log posterior in the info (for Metropolis corrections); models that
+        share work between the two (GLMs) compute both in one pass.
+    """
 
     name = "full"
 
-    def __init__(self, model: Model):
+    def __init__(self, model: Any, log_density: bool = False):
         super().__init__(model)
-        self.evals_per_call = model.n_data
-        self._info = EstimateInfo(model.n_data)
+        if log_density:
+            require(model, ("log_posterior_and_grad",), "FullGradient(log_density=True)")
+        elif model.n_data > 0:
+            require(model, ("grad_log_prior", "grad_log_lik_sum"), "the exact gradient")
+        else:
+            require(model, ("grad_log_prior",), "the exact gradient")
+        self.log_density = bool(log_density)
+        self._info = EstimateInfo(model.n_data, model.n_data)
 
-    def __call__(self, rng, position):
+    def estimate(self, rng, est_state, position):
         m = self.model
+        if self.log_density:
+            logp, g = m.log_posterior_and_grad(position)
+            return g, est_state, EstimateInfo(m.n_data, m.n_data, logp)
         g = m.grad_log_prior(position)
-        if m.has_data:
+        if m.n_data > 0:
             g = g + m.grad_log_lik_sum(position)
-        return g, self._info
+        return g, est_state, self._info
 
 
-class Minibatch(GradientEstimator):
+def _check_subsampling(model: Any, purpose: str) -> None:
+    if int(getattr(model, "n_data", 0)) < 1:
+        msg = (
+            f"{type(model).__name__} has no data to subsample ({purpose}); use estimator='full' or "
+            "NoisyGradient"
+        )
+        raise ValueError(msg)
+    require(model, ("grad_log_prior", "grad_log_lik_sum"), purpose)
+
+
+class Minibatch(Estimator):
     """Simple subsampling estimator (review eq. 4): grad log p + (N/n) sum_{i in S} grad log f_i.
 
     Parameters
@@ -116,29 +193,26 @@ class Minibatch(GradientEstimator):
 
     name = "minibatch"
 
-    def __init__(self, model: Model, batch_size: Any, replace: bool = False):
+    def __init__(self, model: Any, batch_size: Any, replace: bool = False):
         super().__init__(model)
-        if not getattr(model, "has_data", True):
-            msg = f"{type(model).__name__} has no data to subsample; use estimator='full' or NoisyGradient"
-            raise ValueError(msg)
+        _check_subsampling(model, "the minibatch estimator")
         self.batch_size = check_batch_size(batch_size, model.n_data)
         self.replace = bool(replace)
         self.scale = model.n_data / self.batch_size
-        self.evals_per_call = self.batch_size
-        self._info = EstimateInfo(self.batch_size)
+        self._info = EstimateInfo(self.batch_size, self.batch_size)
 
     def indices(self, rng: Any, chains: int) -> Array:
         """Draw the minibatch indices, shape (chains, batch_size)."""
-        return rng.subsample(self.model.n_data, self.batch_size, chains, replace=self.replace)
+        return subsample(rng, self.model.n_data, self.batch_size, chains, replace=self.replace)
 
-    def __call__(self, rng, position):
+    def estimate(self, rng, est_state, position):
         m = self.model
         idx = self.indices(rng, position.shape[0])
         g = m.grad_log_prior(position) + self.scale * m.grad_log_lik_sum(position, idx)
-        return g, self._info
+        return g, est_state, self._info
 
 
-class NoisyGradient(GradientEstimator):
+class NoisyGradient(Estimator):
     """Exact gradient plus N(0, noise_sd^2 I) noise: the review's section 2.5 gradient model.
 
     Parameters
@@ -151,22 +225,14 @@ class NoisyGradient(GradientEstimator):
 
     name = "noisy"
 
-    def __init__(self, model: Model, noise_sd: float):
+    def __init__(self, model: Any, noise_sd: float):
         super().__init__(model)
-        try:
-            s = float(noise_sd)
-        except (TypeError, ValueError):
-            s = math.nan
-        if not (math.isfinite(s) and s >= 0):
-            msg = f"`noise_sd` must be a non-negative number; got {noise_sd!r}"
-            raise ValueError(msg)
-        self.noise_sd = s
+        self.noise_sd = check_nonnegative(noise_sd, "noise_sd")
         self._exact = FullGradient(model)
-        self.evals_per_call = model.n_data
-        self._info = EstimateInfo(max(model.n_data, 1))
+        self._info = EstimateInfo(max(model.n_data, 1), model.n_data)
 
-    def __call__(self, rng, position):
-        g, _ = self._exact(rng, position)
+    def estimate(self, rng, est_state, position):
+        g, _, _ = self._exact.estimate(rng, None, position)
         if self.noise_sd > 0:
             g = g + self.noise_sd * rng.normal(tuple(position.shape), dtype=position.dtype)
-        return g, self._info
+        return g, est_state, self._info

@@ -1,10 +1,26 @@
 """Posterior models with analytic per-datum gradients.
 
-See :mod:`sgmc.models.base` for the protocol and a worked example of a user-defined model.
+See :mod:`sgmc.models.base` for the protocol (:class:`Target`, :class:`IIDData`) and a worked example
+of a user-defined model, and :mod:`sgmc.models.transforms` for reparametrisations.
 """
 
-from .base import Model, check_compatible, take_rows
+from .base import IIDData, Model, Target, check_compatible, check_target, provides, require, take_rows
 from .gaussian import Gaussian, GaussianTarget
 from .glm import LinearRegression, LogisticRegression
+from .transforms import Affine
 
-__all__ = ["Model", "check_compatible", "take_rows", "Gaussian", "GaussianTarget", "LinearRegression", "LogisticRegression"]
+__all__ = [
+    "Target",
+    "IIDData",
+    "Model",
+    "check_compatible",
+    "check_target",
+    "provides",
+    "require",
+    "take_rows",
+    "Gaussian",
+    "GaussianTarget",
+    "LinearRegression",
+    "LogisticRegression",
+    "Affine",
+]

@@ -17,8 +17,8 @@ Writing your own model
 Subclass :class:`Model` and implement ``log_prior``, ``grad_log_prior``, ``log_lik`` and
 ``grad_log_lik`` (and, for speed, ``grad_log_lik_sum``), using ``xp`` from the data::
 
+    from sgmc import array_namespace
     from sgmc.models import Model, take_rows
-    from sgmc._array_api import array_namespace
 
     class PoissonRegression(Model):
         '''y_i ~ Poisson(exp(x_i . theta)), theta ~ N(0, I).'''
@@ -50,13 +50,26 @@ Subclass :class:`Model` and implement ``log_prior``, ``grad_log_prior``, ``log_l
             return (y - self.xp.exp(eta))[..., None] * Xb
 
 Any object with the same attributes and methods works: the base class only adds conveniences.
+
+The protocol in parts
+---------------------
+What a component needs from a model is written down as a :class:`typing.Protocol`, and each
+component checks for exactly that, with an error that names the missing method:
+
+* :class:`Target` (samplers, the runner, diagnostics): ``xp``, ``dim``, ``dtype``, ``device``, and
+  optionally the exact ``log_posterior`` and ``grad_log_posterior``.
+* :class:`IIDData` (subsampling estimators): ``n_data``, ``grad_log_prior`` and
+  ``grad_log_lik_sum(theta, idx, weights)``; optionally per-datum ``hess_log_lik`` or ``lipschitz``
+  bounds for estimators that use curvature.
+* State space models (a time series with latent states, gradients by Fisher's identity over a
+  buffered subsequence) get their own protocol beside these two.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+from .. import backends
 from .._array_api import (
     Array,
     Namespace,
@@ -68,7 +81,98 @@ from .._array_api import (
     namespace_name,
 )
 
-__all__ = ["Model", "take_rows", "as_data_array", "check_compatible"]
+__all__ = [
+    "Target",
+    "IIDData",
+    "Model",
+    "take_rows",
+    "as_data_array",
+    "check_compatible",
+    "check_target",
+    "require",
+    "provides",
+]
+
+
+@runtime_checkable
+class Target(Protocol):
+    """What samplers, the runner and diagnostics need from a posterior.
+
+    Attributes
+    ----------
+    xp : namespace
+        Array namespace of the model's arrays; parameters live in it too.
+    dim : int
+        Dimension of ``theta``.
+    dtype : dtype
+        Floating dtype of parameters.
+    device : object
+        Device of the model's arrays (``None`` when the model does not say).
+
+    Notes
+    -----
+    Optional, for exact estimators and references: ``log_posterior(theta) -> (chains,)`` and
+    ``grad_log_posterior(theta) -> (chains, dim)``.
+    """
+
+    xp: Any
+    dim: int
+    dtype: Any
+    device: Any
+
+
+@runtime_checkable
+class IIDData(Protocol):
+    """What subsampling estimators need: N independent data and per-datum gradient sums.
+
+    Notes
+    -----
+    Optional, for estimators that use curvature (preferential subsampling, adaptive subsample
+    sizes, step-size grids): ``hess_log_lik(theta, idx) -> (chains, batch, dim, dim)``,
+    ``lipschitz(idx) -> idx.shape`` and ``prior_lipschitz() -> float``.
+    """
+
+    n_data: int
+
+    def grad_log_prior(self, theta: Array) -> Array: ...
+
+    def grad_log_lik_sum(self, theta: Array, idx: Array | None = None, weights: Array | None = None) -> Array: ...
+
+
+def _placeholder(fn):
+    """Mark a base-class method that only raises: :func:`provides` treats it as absent."""
+    fn._sgmc_placeholder = True
+    return fn
+
+
+def provides(model: Any, name: str) -> bool:
+    """True when ``model`` has a working method ``name`` (not the base class's placeholder)."""
+    attr = getattr(model, name, None)
+    return callable(attr) and not getattr(attr, "_sgmc_placeholder", False)
+
+
+def require(model: Any, names: tuple[str, ...], purpose: str) -> None:
+    """Raise ``TypeError`` naming every method of ``names`` that ``model`` lacks for ``purpose``."""
+    missing = [n for n in names if not provides(model, n)]
+    if missing:
+        msg = (
+            f"{purpose} needs the model method(s) {', '.join(missing)}, which "
+            f"{type(model).__name__} does not provide; implement them (see sgmc.models.Model) or "
+            "choose a method that does not need them"
+        )
+        raise TypeError(msg)
+
+
+def check_target(model: Any, name: str = "model") -> Any:
+    """Check that ``model`` has the :class:`Target` attributes; return it."""
+    missing = [a for a in ("xp", "dim", "dtype") if not hasattr(model, a)]
+    if missing:
+        msg = (
+            f"`{name}` must follow the sgmc model protocol (sgmc.models.Target); "
+            f"{type(model).__name__} lacks {', '.join(missing)}"
+        )
+        raise TypeError(msg)
+    return model
 
 
 def take_rows(xp: Namespace, a: Array, idx: Array) -> Array:
@@ -82,8 +186,6 @@ def as_data_array(x: Any, name: str) -> Array:
     """Arrays pass through; lists and scalars become NumPy arrays (the I/O edge)."""
     if is_array(x):
         return x
-    from .. import backends
-
     try:
         return backends.asarray(x, backend="numpy")
     except (TypeError, ValueError) as exc:
@@ -136,8 +238,6 @@ class Model:
         Device of the data.
     """
 
-    has_data: bool = True
-
     def __init__(self, n_data: int, dim: int, xp: Namespace, dtype: Any, device: Any = None):
         self.n_data = int(n_data)
         self.dim = int(dim)
@@ -145,22 +245,47 @@ class Model:
         self.dtype = dtype
         self.device = device
 
+    @property
+    def has_data(self) -> bool:
+        """True when the posterior has a likelihood part (``n_data > 0``)."""
+        return self.n_data > 0
+
+    # Models travel to worker processes (process pools, Dask) by pickle: the namespace goes by its
+    # backend's name and is looked up again on arrival.
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["xp"] = backends.get_backend(self.xp).name
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        state["xp"] = backends.get_backend(state["xp"]).xp
+        self.__dict__.update(state)
+
     # -- to be provided by subclasses -------------------------------------------------------------
+    @_placeholder
     def log_prior(self, theta: Array) -> Array:
         """Log prior density (up to a constant), shape ``(chains,)``."""
-        raise NotImplementedError
+        msg = f"{type(self).__name__} does not implement log_prior"
+        raise NotImplementedError(msg)
 
+    @_placeholder
     def grad_log_prior(self, theta: Array) -> Array:
         """Gradient of the log prior, shape ``(chains, dim)``."""
-        raise NotImplementedError
+        msg = f"{type(self).__name__} does not implement grad_log_prior"
+        raise NotImplementedError(msg)
 
+    @_placeholder
     def log_lik(self, theta: Array, idx: Array | None = None) -> Array:
         """Per-datum log-likelihood terms, shape ``(chains, batch)`` (``batch = N`` for ``idx=None``)."""
-        raise NotImplementedError
+        msg = f"{type(self).__name__} does not implement log_lik"
+        raise NotImplementedError(msg)
 
+    @_placeholder
     def grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
         """Per-datum log-likelihood gradients, shape ``(chains, batch, dim)``."""
-        raise NotImplementedError
+        msg = f"{type(self).__name__} does not implement grad_log_lik"
+        raise NotImplementedError(msg)
 
     # -- optional ---------------------------------------------------------------------------------
     def grad_log_lik_sum(
@@ -172,11 +297,13 @@ class Model:
             g = g * weights[..., None]
         return self.xp.sum(g, axis=-2)
 
+    @_placeholder
     def hess_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
         """Per-datum Hessians of the log-likelihood, shape ``(chains, batch, dim, dim)``."""
         msg = f"{type(self).__name__} does not provide per-datum Hessians"
         raise NotImplementedError(msg)
 
+    @_placeholder
     def lipschitz(self, idx: Array | None = None) -> Array:
         """Per-datum Lipschitz constants of ``grad log f(y_i | .)``, shape ``idx.shape`` (or ``(N,)``)."""
         msg = f"{type(self).__name__} does not provide per-datum Lipschitz constants"
@@ -214,25 +341,25 @@ class Model:
             out = out + self.grad_log_lik_sum(theta)
         return out[0, ...] if single else out
 
+    def log_posterior_and_grad(self, theta: Array) -> tuple[Array, Array]:
+        """Log posterior ``(chains,)`` and its gradient ``(chains, dim)`` at ``theta`` (chains, dim).
+
+        No input checks: this is the exact estimators' per-iteration call. Models whose two parts
+        share work (GLMs: the linear predictor) override it to compute it once.
+        """
+        logp = self.log_prior(theta)
+        grad = self.grad_log_prior(theta)
+        if self.has_data:
+            logp = logp + self.xp.sum(self.log_lik(theta), axis=-1)
+            grad = grad + self.grad_log_lik_sum(theta)
+        return logp, grad
+
     def zeros(self, chains: int) -> Array:
         """A ``(chains, dim)`` zero array in the model's namespace, dtype and device."""
         return self.xp.zeros((chains, self.dim), dtype=self.dtype, device=self.device)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n_data={self.n_data}, dim={self.dim})"
-
-
-def check_positive(value: Any, name: str) -> float:
-    """Validate a positive finite scalar hyperparameter."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        msg = f"`{name}` must be a positive number; got {value!r}"
-        raise TypeError(msg) from None
-    if not (math.isfinite(v) and v > 0):
-        msg = f"`{name}` must be positive and finite; got {value!r}"
-        raise ValueError(msg)
-    return v
 
 
 def validate_design(X: Any, y: Any, *, y_name: str = "y") -> tuple[Namespace, Array, Array, Any]:

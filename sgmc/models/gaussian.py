@@ -11,17 +11,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .. import backends
 from .._array_api import (
     Array,
     Namespace,
     array_namespace,
     as_float_array,
     check_finite,
-    check_step_size,
     device_of,
     is_array,
 )
-from .base import Model, as_data_array, check_positive, take_rows
+from .._validation import check_nonnegative, check_positive, check_step_size
+from .base import Model, as_data_array, take_rows
 
 __all__ = ["Gaussian", "GaussianTarget"]
 
@@ -35,8 +36,6 @@ def _parameter(xp: Namespace, value: Any, device: Any, name: str, ref: Array, re
     if is_array(value):
         array_namespace(value, ref, names=(name, ref_name))
         return value
-    from .. import backends
-
     return backends.asarray(as_data_array(value, name), backend=backends.get_backend(xp), device=device)
 
 
@@ -195,8 +194,6 @@ class GaussianTarget(Model):
            [0.5, 1.5]])
     """
 
-    has_data = False
-
     def __init__(self, mean: Any, cov: Any):
         mean = as_data_array(mean, "mean")
         xp = array_namespace(mean, names=("mean",))
@@ -216,8 +213,6 @@ class GaussianTarget(Model):
     @classmethod
     def review_example(cls, *, backend: Any = "numpy", dtype: str = "float64") -> "GaussianTarget":
         """The review's 2-D target: Sigma = P^T diag(2, 1) P with P the rotation by pi/4."""
-        from .. import backends
-
         c = math.cos(math.pi / 4)
         s = math.sin(math.pi / 4)
         # P^T D P with P = [[c, s], [-s, c]]
@@ -256,13 +251,7 @@ class GaussianTarget(Model):
         """
         xp = self.xp
         h = check_step_size(step_size)
-        try:
-            s2 = float(grad_noise_var)
-        except (TypeError, ValueError):
-            s2 = math.nan
-        if not (math.isfinite(s2) and s2 >= 0):
-            msg = f"`grad_noise_var` must be a non-negative number; got {grad_noise_var!r}"
-            raise ValueError(msg)
+        s2 = check_nonnegative(grad_noise_var, "grad_noise_var")
         evals, evecs = xp.linalg.eigh(self.cov)
         if h >= 4.0 * float(xp.min(evals)):
             msg = f"`step_size`={h} is not below 4 * smallest variance = {4.0 * float(xp.min(evals))}: SGLD has no stationary law"

@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._array_api import Array
-from .base import Model, check_positive, take_rows, validate_design
+from .. import backends
+from .._array_api import Array, device_of
+from .._validation import check_positive
+from .base import Model, take_rows, validate_design
 
 __all__ = ["LinearRegression", "LogisticRegression"]
 
@@ -37,11 +39,11 @@ class _GLM(Model):
 
     def __init__(self, X: Any, y: Any, prior_var: float = 10.0):
         xp, X, y, dtype = validate_design(X, y)
-        super().__init__(X.shape[0], X.shape[1], xp, dtype, device=_device(X))
+        super().__init__(X.shape[0], X.shape[1], xp, dtype, device=device_of(X))
         self.X = X
         self.y = y
         self.prior_var = check_positive(prior_var, "prior_var")
-        if not _on_cpu(xp, self.device):
+        if not backends.get_backend(xp).on_cpu(self.device):
             self.block_elements = None
 
     # prior N(0, prior_var I)
@@ -96,6 +98,14 @@ class _GLM(Model):
             return r @ self.X
         return (r[:, None, :] @ Xb)[:, 0, :]
 
+    def log_posterior_and_grad(self, theta: Array) -> tuple[Array, Array]:
+        # One pass over the data for both: eta = X theta feeds log f and its derivative.
+        xp = self.xp
+        eta = theta @ self.X.T
+        logf, r, _ = self._terms(eta, self.y[None, :], want=(True, True, False))
+        logp = self.log_prior(theta) + xp.sum(logf, axis=-1)
+        return logp, self.grad_log_prior(theta) + r @ self.X
+
     def hess_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
         eta, y, Xb = self._linear(theta, idx)
         w = self._terms(eta, y, want=(False, False, True))[2]
@@ -111,19 +121,6 @@ class _GLM(Model):
     def prior_lipschitz(self) -> float:
         """Lipschitz constant of the prior gradient (1 / prior_var)."""
         return 1.0 / self.prior_var
-
-
-def _device(x: Array) -> Any:
-    from .._array_api import device_of
-
-    return device_of(x)
-
-
-def _on_cpu(xp: Any, device: Any) -> bool:
-    """True unless the data live on a GPU (CuPy, or a torch CUDA device)."""
-    from .._array_api import namespace_name
-
-    return namespace_name(xp) != "cupy" and getattr(device, "type", "cpu") == "cpu"
 
 
 class LinearRegression(_GLM):

@@ -1,9 +1,19 @@
-"""Sampler interface and step-size schedules.
+"""Sampler contract and step-size schedules.
 
-A sampler advances all chains at once. ``init(rng, position, grad_fn)`` builds the state and
-``step(rng, state, grad_fn, step_size)`` returns the next one; ``grad_fn(rng, position)`` is a gradient
-estimator. States are NamedTuples that always carry ``position`` and ``grad``, the estimate of grad log pi
-*at that position*, so a trace can store the score paired with each draw at no extra cost.
+A sampler advances all chains at once, as a pair of pure functions in the shape of blackjax's kernels:
+
+* ``init(rng, position, estimator, est_state=None) -> state`` builds the state at ``position``
+  ``(chains, dim)``: it initialises the estimator (unless ``est_state`` is given) and estimates the
+  gradient there.
+* ``step(rng, state, estimator, step_size) -> (state, info)`` makes one iteration and says what
+  happened in a :class:`StepInfo`: the cost of its gradient estimates (the estimator's
+  :class:`~sgmc.estimators.EstimateInfo`, summed over its calls) and the sampler's own quantities
+  (MALA's acceptance, SGNHT's thermostat).
+
+States are NamedTuples that always carry ``position``, ``grad`` (the estimate of grad log pi *at that
+position*, so a trace can store the score paired with each draw at no extra cost) and ``est_state``
+(the estimator's state, threaded through every call). Nothing is kept on the sampler object, so one
+object serves any number of runs and pickles to worker processes.
 
 Step sizes follow the review's convention (Nemeth and Fearnhead 2021, eq. 3): SGLD is
 theta' = theta + (h/2) g + N(0, h I). Papers that write epsilon for h/2 (chapter 3 of the Putcha thesis;
@@ -15,40 +25,93 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable, Sequence
+from typing import Any, NamedTuple, Protocol, Sequence, runtime_checkable
 
-from .._array_api import check_step_size
+from .._array_api import Array
+from .._validation import check_step_size
 
-__all__ = ["Sampler", "Schedule", "constant", "polynomial", "step_sizes", "from_learning_rate", "to_epsilon"]
+__all__ = [
+    "Sampler",
+    "SamplerBase",
+    "StepInfo",
+    "add_costs",
+    "Schedule",
+    "constant",
+    "polynomial",
+    "step_sizes",
+    "from_learning_rate",
+    "to_epsilon",
+]
 
 
-class Sampler:
-    """Base class for samplers.
+class StepInfo(NamedTuple):
+    """What one sampler step did.
+
+    Attributes
+    ----------
+    estimate : EstimateInfo
+        The step's gradient estimates: ``n_evals`` summed over the estimator calls of the step (L for
+        SGHMC), ``batch_size`` and ``log_density`` from the last call.
+    accepted : array (chains,) of bool, or None
+        Whether each chain's proposal was accepted (Metropolis-adjusted samplers only).
+    accept_prob : array (chains,), or None
+        The Metropolis-Hastings acceptance probability min(1, ratio) of each chain's proposal.
+    extras : dict or None
+        The sampler's own per-chain quantities after the step, by name (SGNHT: ``"thermostat"``);
+        the runner records each per iteration.
+    """
+
+    estimate: Any
+    accepted: Array | None = None
+    accept_prob: Array | None = None
+    extras: dict | None = None
+
+
+def add_costs(first: Any, second: Any) -> Any:
+    """Two estimator calls as one: ``n_evals`` added, the rest from the second call."""
+    return second._replace(n_evals=first.n_evals + second.n_evals)
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    """The sampler contract that the runner relies on.
 
     Attributes
     ----------
     name : str
-    requires_exact_gradient : bool
-        True for ULA and MALA, which :func:`sgmc.sample` pairs with the full-data gradient.
-    grads_per_step : int
-        Gradient estimates per iteration (L for SGHMC), for compute accounting.
+    exact : bool
+        True for samplers that need the exact full-data gradient (ULA, MALA).
+    needs_log_density : bool
+        True for samplers that need ``EstimateInfo.log_density`` (MALA).
     """
 
-    name = "sampler"
-    requires_exact_gradient = False
-    grads_per_step = 1
+    name: str
+    exact: bool
+    needs_log_density: bool
 
-    def init(self, rng: Any, position: Any, grad_fn: Callable) -> Any:
-        """Initial state at ``position`` (chains, dim)."""
-        raise NotImplementedError
+    def init(self, rng: Any, position: Array, estimator: Any, est_state: Any = None) -> Any:
+        """The state at ``position`` (chains, dim)."""
 
-    def step(self, rng: Any, state: Any, grad_fn: Callable, step_size: float) -> Any:
+    def step(self, rng: Any, state: Any, estimator: Any, step_size: float) -> tuple[Any, StepInfo]:
         """One iteration for every chain."""
-        raise NotImplementedError
 
-    def state_stats(self, state: Any) -> dict:
-        """Per-chain summaries of a final state for the trace (acceptance counts, thermostats...)."""
-        return {}
+
+class SamplerBase:
+    """Base class: default contract attributes, and the start every sampler shares."""
+
+    name = "sampler"
+    exact = False
+    needs_log_density = False
+
+    @staticmethod
+    def start(rng: Any, position: Array, estimator: Any, est_state: Any) -> tuple[Array, Any, Any]:
+        """Initialise the estimator (unless ``est_state`` is given) and estimate the gradient at ``position``.
+
+        Returns ``(grad, est_state, info)``.
+        """
+        if est_state is None:
+            est_state = estimator.init(rng, position)
+        return estimator.estimate(rng, est_state, position)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))

@@ -16,11 +16,12 @@ Momentum is updated before position (semi-implicit), as in the papers and the sg
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, NamedTuple
 
-from .._array_api import Array, array_namespace
-from .base import Sampler
+from .._array_api import Array, array_namespace, device_of
+from .._validation import check_int, check_positive
+from .base import SamplerBase, StepInfo, add_costs
+from .integrators import drift, kick
 
 __all__ = ["SGHMC", "SGNHT", "SGHMCState", "SGNHTState"]
 
@@ -29,9 +30,10 @@ class SGHMCState(NamedTuple):
     position: Array
     momentum: Array
     grad: Array
+    est_state: Any
 
 
-class SGHMC(Sampler):
+class SGHMC(SamplerBase):
     """Stochastic gradient Hamiltonian Monte Carlo with friction C (Chen et al. 2014).
 
     Parameters
@@ -54,22 +56,19 @@ class SGHMC(Sampler):
 
     def __init__(self, friction: float = 1.0, n_leapfrog: int = 5, noise_estimate: Any = None,
                  resample_momentum: bool = True):
-        if not (math.isfinite(friction) and friction > 0):
-            msg = f"`friction` must be positive; got {friction}"
-            raise ValueError(msg)
-        if isinstance(n_leapfrog, bool) or not isinstance(n_leapfrog, numbers.Integral) or n_leapfrog < 1:
+        self.friction = check_positive(friction, "friction")
+        try:
+            self.n_leapfrog = check_int(n_leapfrog, "n_leapfrog")
+        except (TypeError, ValueError):
             msg = f"`n_leapfrog` must be an integer of at least 1; got {n_leapfrog!r}"
-            raise ValueError(msg)
-        self.friction = float(friction)
-        self.n_leapfrog = int(n_leapfrog)
+            raise ValueError(msg) from None
         self.noise_estimate = float(noise_estimate) if isinstance(noise_estimate, (int, float)) else noise_estimate
         self.resample_momentum = bool(resample_momentum)
-        self.grads_per_step = self.n_leapfrog
 
-    def init(self, rng, position, grad_fn):
-        g, _ = grad_fn(rng, position)
+    def init(self, rng, position, estimator, est_state=None):
+        g, est_state, _ = self.start(rng, position, estimator, est_state)
         rho = rng.normal(tuple(position.shape), dtype=position.dtype)
-        return SGHMCState(position, rho, g)
+        return SGHMCState(position, rho, g, est_state)
 
     def _noise_sd(self, xp, h):
         """Standard deviation of the injected momentum noise, sqrt(h (C - (h/4) V_hat))."""
@@ -87,32 +86,33 @@ class SGHMC(Sampler):
             raise ValueError(msg)
         return math.sqrt(h * var) if isinstance(var, float) else xp.sqrt(h * var)
 
-    def step(self, rng, state, grad_fn, step_size):
-        x, rho, g = state.position, state.momentum, state.grad
+    def step(self, rng, state, estimator, step_size):
+        x, rho, g, es = state.position, state.momentum, state.grad, state.est_state
         xp = array_namespace(x)
         h = step_size
+        C = self.friction
         sd = self._noise_sd(xp, h)
-        damp = 1.0 - 0.5 * h * self.friction
+        shape = tuple(x.shape)
+        cost = None
+        remaining = self.n_leapfrog
         if self.resample_momentum:
             # Fresh momentum lives at an integer time; the kicks below move it to half-integer
-            # times (symplectic Euler). As in leapfrog, the first kick after a refresh is a half step,
-            # otherwise the position update has half the noise it needs (for L = 1 the chain targets
-            # a covariance half the right size).
-            rho = rng.normal(tuple(x.shape), dtype=x.dtype)
-            z = rng.normal(tuple(x.shape), dtype=x.dtype)
-            half_sd = sd * math.sqrt(0.5)
-            rho = (1.0 - 0.25 * h * self.friction) * rho + (0.25 * h) * g + half_sd * z
-            x = x + (0.5 * h) * rho
-            g, _ = grad_fn(rng, x)
-            remaining = self.n_leapfrog - 1
-        else:
-            remaining = self.n_leapfrog
+            # times (symplectic Euler). As in leapfrog, the first kick after a refresh is a half
+            # step, otherwise the position update has half the noise it needs (for L = 1 the chain
+            # targets a covariance half the right size).
+            rho = rng.normal(shape, dtype=x.dtype)
+            z = rng.normal(shape, dtype=x.dtype)
+            rho = kick(rho, g, 0.5 * h, C, sd * math.sqrt(0.5), z)
+            x = drift(x, rho, h)
+            g, es, cost = estimator.estimate(rng, es, x)
+            remaining -= 1
         for _ in range(remaining):
-            z = rng.normal(tuple(x.shape), dtype=x.dtype)
-            rho = damp * rho + (0.5 * h) * g + sd * z
-            x = x + (0.5 * h) * rho
-            g, _ = grad_fn(rng, x)
-        return SGHMCState(x, rho, g)
+            z = rng.normal(shape, dtype=x.dtype)
+            rho = kick(rho, g, h, C, sd, z)
+            x = drift(x, rho, h)
+            g, es, info = estimator.estimate(rng, es, x)
+            cost = info if cost is None else add_costs(cost, info)
+        return SGHMCState(x, rho, g, es), StepInfo(cost)
 
 
 class SGNHTState(NamedTuple):
@@ -120,9 +120,10 @@ class SGNHTState(NamedTuple):
     momentum: Array
     thermostat: Array
     grad: Array
+    est_state: Any
 
 
-class SGNHT(Sampler):
+class SGNHT(SamplerBase):
     """Stochastic gradient Nose-Hoover thermostat (Ding et al. 2014), one thermostat per chain.
 
     Parameters
@@ -133,41 +134,30 @@ class SGNHT(Sampler):
     Notes
     -----
     The thermostat absorbs unknown gradient noise: it settles where the kinetic energy per coordinate is
-    1, raising the friction when the stochastic gradient heats the system.
+    1, raising the friction when the stochastic gradient heats the system. Each step reports it in
+    ``StepInfo.extras["thermostat"]``.
     """
 
     name = "sgnht"
 
     def __init__(self, diffusion: float = 1.0):
-        if not (math.isfinite(diffusion) and diffusion > 0):
-            msg = f"`diffusion` must be positive; got {diffusion}"
-            raise ValueError(msg)
-        self.diffusion = float(diffusion)
+        self.diffusion = check_positive(diffusion, "diffusion")
 
-    def init(self, rng, position, grad_fn):
+    def init(self, rng, position, estimator, est_state=None):
         xp = array_namespace(position)
-        g, _ = grad_fn(rng, position)
+        g, est_state, _ = self.start(rng, position, estimator, est_state)
         rho = rng.normal(tuple(position.shape), dtype=position.dtype)
-        xi = xp.full((position.shape[0],), self.diffusion, dtype=position.dtype, device=_dev(position))
-        return SGNHTState(position, rho, xi, g)
+        xi = xp.full((position.shape[0],), self.diffusion, dtype=position.dtype, device=device_of(position))
+        return SGNHTState(position, rho, xi, g, est_state)
 
-    def step(self, rng, state, grad_fn, step_size):
-        x, rho, xi, g = state
+    def step(self, rng, state, estimator, step_size):
+        x, rho, xi, g, es = state
         xp = array_namespace(x)
         h = step_size
         d = x.shape[-1]
         z = rng.normal(tuple(x.shape), dtype=x.dtype)
-        rho = rho + (0.5 * h) * (g - xi[:, None] * rho) + math.sqrt(h * self.diffusion) * z
-        x = x + (0.5 * h) * rho
+        rho = kick(rho, g, h, xi[:, None], math.sqrt(h * self.diffusion), z)
+        x = drift(x, rho, h)
         xi = xi + (0.5 * h) * (xp.sum(rho * rho, axis=-1) / d - 1.0)
-        g, _ = grad_fn(rng, x)
-        return SGNHTState(x, rho, xi, g)
-
-    def state_stats(self, state):
-        return {"thermostat": state.thermostat}
-
-
-def _dev(x):
-    from .._array_api import device_of
-
-    return device_of(x)
+        g, es, info = estimator.estimate(rng, es, x)
+        return SGNHTState(x, rho, xi, g, es), StepInfo(info, extras={"thermostat": xi})

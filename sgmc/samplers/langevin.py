@@ -8,23 +8,25 @@ preconditions with an RMSprop estimate of the gradient's scale.
 
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple
 
-from .._array_api import Array
-from .base import Sampler
+from .._array_api import Array, array_namespace
+from .._validation import check_positive
+from .base import SamplerBase, StepInfo
+from .integrators import langevin
 
 __all__ = ["SGLD", "ULA", "PSGLD", "MALA", "LangevinState", "PSGLDState", "MALAState"]
 
 
 class LangevinState(NamedTuple):
-    """Position ``(chains, dim)`` and the gradient estimate there."""
+    """Position ``(chains, dim)``, the gradient estimate there, and the estimator's state."""
 
     position: Array
     grad: Array
+    est_state: Any
 
 
-class SGLD(Sampler):
+class SGLD(SamplerBase):
     """Stochastic gradient Langevin dynamics: theta' = theta + (h/2) g + sqrt(h) Z.
 
     Examples
@@ -39,39 +41,39 @@ class SGLD(Sampler):
     >>> rng = backends.default_rng(0)
     >>> sgld = SGLD()
     >>> state = sgld.init(rng, np.zeros((4, 2)), grad)      # 4 chains
-    >>> state = sgld.step(rng, state, grad, 0.1)
-    >>> state.position.shape
-    (4, 2)
+    >>> state, info = sgld.step(rng, state, grad, 0.1)
+    >>> state.position.shape, info.estimate.batch_size
+    ((4, 2), 0)
     """
 
     name = "sgld"
 
-    def init(self, rng, position, grad_fn):
-        g, _ = grad_fn(rng, position)
-        return LangevinState(position, g)
+    def init(self, rng, position, estimator, est_state=None):
+        g, est_state, _ = self.start(rng, position, estimator, est_state)
+        return LangevinState(position, g, est_state)
 
-    def step(self, rng, state, grad_fn, step_size):
+    def step(self, rng, state, estimator, step_size):
         x = state.position
-        noise = rng.normal(tuple(x.shape), dtype=x.dtype)
-        x = x + (0.5 * step_size) * state.grad + math.sqrt(step_size) * noise
-        g, _ = grad_fn(rng, x)
-        return LangevinState(x, g)
+        x = langevin(x, state.grad, step_size, rng.normal(tuple(x.shape), dtype=x.dtype))
+        g, est_state, info = estimator.estimate(rng, state.est_state, x)
+        return LangevinState(x, g, est_state), StepInfo(info)
 
 
 class ULA(SGLD):
     """Unadjusted Langevin algorithm: SGLD with the exact full-data gradient (biased by O(h))."""
 
     name = "ula"
-    requires_exact_gradient = True
+    exact = True
 
 
 class PSGLDState(NamedTuple):
     position: Array
     grad: Array
+    est_state: Any
     second_moment: Array
 
 
-class PSGLD(Sampler):
+class PSGLD(SamplerBase):
     """Preconditioned SGLD with an RMSprop preconditioner (Li et al. 2016).
 
     V <- alpha V + (1 - alpha) gbar^2 with gbar = g / N (per-datum scale), G = 1 / (lam + sqrt(V)), and
@@ -92,93 +94,95 @@ class PSGLD(Sampler):
         if not (0.0 <= alpha < 1.0):
             msg = f"`alpha` must be in [0, 1); got {alpha}"
             raise ValueError(msg)
-        if not (lam > 0):
-            msg = f"`lam` must be positive; got {lam}"
-            raise ValueError(msg)
         self.alpha = float(alpha)
-        self.lam = float(lam)
+        self.lam = check_positive(lam, "lam")
         self.n_data = n_data
+        self._scale = 1.0 / max(int(n_data or 1), 1)
 
-    def _scale(self) -> float:
-        return 1.0 / max(int(self.n_data or 1), 1)
+    def init(self, rng, position, estimator, est_state=None):
+        g, est_state, _ = self.start(rng, position, estimator, est_state)
+        gb = g * self._scale
+        return PSGLDState(position, g, est_state, gb * gb)
 
-    def init(self, rng, position, grad_fn):
-        g, _ = grad_fn(rng, position)
-        gb = g * self._scale()
-        return PSGLDState(position, g, gb * gb)
-
-    def step(self, rng, state, grad_fn, step_size):
-        xp_sqrt = _sqrt_of(state.position)
-        gb = state.grad * self._scale()
-        v = self.alpha * state.second_moment + (1.0 - self.alpha) * gb * gb
-        precond = 1.0 / (self.lam + xp_sqrt(v))
+    def step(self, rng, state, estimator, step_size):
         x = state.position
-        noise = rng.normal(tuple(x.shape), dtype=x.dtype)
-        x = x + (0.5 * step_size) * precond * state.grad + xp_sqrt(step_size * precond) * noise
-        g, _ = grad_fn(rng, x)
-        return PSGLDState(x, g, v)
-
-
-def _sqrt_of(x: Array):
-    from .._array_api import array_namespace
-
-    return array_namespace(x).sqrt
+        sqrt = array_namespace(x).sqrt
+        gb = state.grad * self._scale
+        v = self.alpha * state.second_moment + (1.0 - self.alpha) * gb * gb
+        precond = 1.0 / (self.lam + sqrt(v))
+        z = rng.normal(tuple(x.shape), dtype=x.dtype)
+        x = langevin(x, state.grad, step_size, z, precond=precond, sqrt=sqrt)
+        g, est_state, info = estimator.estimate(rng, state.est_state, x)
+        return PSGLDState(x, g, est_state, v), StepInfo(info)
 
 
 class MALAState(NamedTuple):
     position: Array
     grad: Array
+    est_state: Any
     log_density: Array
-    n_accepted: Array
 
 
-class MALA(Sampler):
+class MALA(SamplerBase):
     """Metropolis-adjusted Langevin algorithm: an exact reference sampler.
 
     Proposal y = theta + (h/2) grad log pi(theta) + sqrt(h) Z, accepted with probability
-    min(1, pi(y) q(theta | y) / (pi(theta) q(y | theta))). Needs the model's full log posterior.
+    min(1, pi(y) q(theta | y) / (pi(theta) q(y | theta))). The log density comes from the estimator's
+    info, so MALA needs an exact estimator that reports it:
+    ``FullGradient(model, log_density=True)`` (what :func:`sgmc.sample` builds for ``"mala"``).
 
-    Parameters
-    ----------
-    model : Model
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc import backends
+    >>> from sgmc.models import GaussianTarget
+    >>> from sgmc.estimators import FullGradient
+    >>> from sgmc.samplers import MALA
+    >>> target = GaussianTarget.review_example()
+    >>> exact = FullGradient(target, log_density=True)
+    >>> rng = backends.default_rng(0)
+    >>> state = MALA().init(rng, np.zeros((3, 2)), exact)
+    >>> state, info = MALA().step(rng, state, exact, 0.5)
+    >>> info.accepted.shape
+    (3,)
     """
 
     name = "mala"
-    requires_exact_gradient = True
+    exact = True
+    needs_log_density = True
 
-    def __init__(self, model: Any):
-        if not (hasattr(model, "log_posterior") and hasattr(model, "xp")):
-            msg = f"`model` for MALA must be an sgmc model with a full log posterior; got {type(model).__name__}"
+    def init(self, rng, position, estimator, est_state=None):
+        g, est_state, info = self.start(rng, position, estimator, est_state)
+        if info.log_density is None:
+            msg = (
+                f"MALA needs the exact log density from its estimator, and {type(estimator).__name__} "
+                "does not report it; use sgmc.estimators.FullGradient(model, log_density=True)"
+            )
             raise TypeError(msg)
-        self.model = model
+        return MALAState(position, g, est_state, info.log_density)
 
-    def init(self, rng, position, grad_fn):
-        xp = self.model.xp
-        g, _ = grad_fn(rng, position)
-        logp = self.model.log_posterior(position)
-        return MALAState(position, g, logp, xp.zeros(logp.shape, dtype=xp.int64, device=self.model.device))
-
-    def step(self, rng, state, grad_fn, step_size):
-        xp = self.model.xp
+    def step(self, rng, state, estimator, step_size):
         x, g = state.position, state.grad
+        xp = array_namespace(x)
         h = step_size
         z = rng.normal(tuple(x.shape), dtype=x.dtype)
-        y = x + (0.5 * h) * g + math.sqrt(h) * z
-        gy, _ = grad_fn(rng, y)
-        logp_y = self.model.log_posterior(y)
+        y = langevin(x, g, h, z)
+        gy, est_state, info = estimator.estimate(rng, state.est_state, y)
+        logp_y = info.log_density
         back = x - y - (0.5 * h) * gy
         log_q_back = -xp.sum(back * back, axis=-1) / (2.0 * h)
         log_q_fwd = -0.5 * xp.sum(z * z, axis=-1)
         log_ratio = logp_y - state.log_density + log_q_back - log_q_fwd
         u = rng.uniform(tuple(log_ratio.shape), dtype=x.dtype)
         accept = xp.log(u) < log_ratio
+        prob = xp.exp(xp.minimum(log_ratio, xp.zeros_like(log_ratio)))
         acc2 = accept[:, None]
-        return MALAState(
+        new = MALAState(
             xp.where(acc2, y, x),
             xp.where(acc2, gy, g),
+            est_state,
             xp.where(accept, logp_y, state.log_density),
-            state.n_accepted + xp.astype(accept, xp.int64),
         )
+        return new, StepInfo(info, accepted=accept, accept_prob=prob)
 
-    def state_stats(self, state):
-        return {"n_accepted": state.n_accepted}
+

@@ -1,0 +1,102 @@
+"""Scalar argument checks shared by every public function.
+
+Each check returns the validated value in a canonical Python type and raises ``TypeError`` (wrong
+kind of value) or ``ValueError`` (right kind, out of range) with a message that names the argument,
+what was expected and what was given. Array checks (shape, dtype, finiteness, backend) live in
+:mod:`sgmc._array_api`, next to the namespace logic they need.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+__all__ = ["check_int", "check_step_size", "check_positive", "check_nonnegative", "check_batch_size", "check_choice"]
+
+
+def check_int(value: Any, name: str, minimum: int = 1) -> int:
+    """An integer (bools and floats are refused) of at least ``minimum``."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        v = operator.index(value)
+    except TypeError:
+        msg = f"`{name}` must be an int; got {value!r}"
+        raise TypeError(msg) from None
+    if v < minimum:
+        msg = f"`{name}` must be at least {minimum}; got {v}"
+        raise ValueError(msg)
+    return v
+
+
+def _as_float(value: Any, name: str, expected: str) -> float:
+    if isinstance(value, (bool, str, bytes)):
+        msg = f"`{name}` must be {expected}; got {value!r}"
+        raise TypeError(msg)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        msg = f"`{name}` must be {expected}; got {value!r}"
+        raise TypeError(msg) from None
+
+
+def check_positive(value: Any, name: str) -> float:
+    """A positive finite number, as a float."""
+    v = _as_float(value, name, "a positive number")
+    if not (math.isfinite(v) and v > 0):
+        msg = f"`{name}` must be positive and finite; got {value!r}"
+        raise ValueError(msg)
+    return v
+
+
+def check_nonnegative(value: Any, name: str) -> float:
+    """A non-negative finite number, as a float."""
+    v = _as_float(value, name, "a non-negative number")
+    if not (math.isfinite(v) and v >= 0):
+        msg = f"`{name}` must be a non-negative number; got {value!r}"
+        raise ValueError(msg)
+    return v
+
+
+def check_step_size(h: Any, name: str = "step_size") -> float:
+    """A scalar step size: positive and finite."""
+    try:
+        v = float(h) if not isinstance(h, (bool, str, bytes)) else None
+    except (TypeError, ValueError):
+        v = None
+    if v is None:
+        msg = f"`{name}` must be a positive number or a schedule; got {h!r}"
+        raise TypeError(msg)
+    if not math.isfinite(v) or v <= 0:
+        msg = f"`{name}` must be positive and finite; got {v}"
+        raise ValueError(msg)
+    return v
+
+
+def check_batch_size(batch_size: Any, n_data: int, name: str = "batch_size") -> int:
+    """A subsample size as an int in [1, n_data]; a float in (0, 1) is a fraction of ``n_data``."""
+    if isinstance(batch_size, float) and 0.0 < batch_size < 1.0:
+        batch_size = max(1, int(round(batch_size * n_data)))
+    try:
+        if isinstance(batch_size, bool):
+            raise TypeError
+        n = operator.index(batch_size)
+    except TypeError:
+        msg = f"`{name}` must be a positive int (or a fraction in (0, 1)); got {batch_size!r}"
+        raise TypeError(msg) from None
+    if n < 1:
+        msg = f"`{name}` must be at least 1; got {n}"
+        raise ValueError(msg)
+    if n > n_data:
+        msg = f"`{name}`={n} is larger than the number of data n_data={n_data}"
+        raise ValueError(msg)
+    return n
+
+
+def check_choice(value: Any, name: str, choices: tuple) -> Any:
+    """``value`` if it is one of ``choices``."""
+    if value not in choices:
+        msg = f"`{name}` must be one of {', '.join(map(repr, choices))}; got {value!r}"
+        raise ValueError(msg)
+    return value

@@ -1,0 +1,182 @@
+"""The loop over iterations for one group of chains.
+
+:func:`run_chains` initialises a sampler for a group of chains (a ``(chains, dim)`` block advanced as
+one array), steps it ``len(step_sizes)`` times and records what each step reports: the kept draws
+(and their gradients), and per iteration the :class:`~sgmc.samplers.StepInfo`, from which
+:func:`step_stats` derives per-chain statistics (gradient evaluations, batch size, acceptance, the
+sampler's own quantities). The function is pure apart from the generator it is given, needs nothing
+but its arguments, and runs the same in this process or in a worker of a process pool or a Dask
+cluster. Everything is validated before it is called: inside the loop, the only work besides the
+sampler's step is writing kept draws into preallocated arrays, one list store per iteration, and,
+every ``check_every`` iterations, one finiteness check that turns a diverging step size into a clear
+error instead of a trace of NaNs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+import time
+from typing import Any, Callable, NamedTuple, Sequence
+
+from . import backends
+from ._array_api import Array, array_namespace, device_of
+
+__all__ = ["ChainsResult", "run_chains", "step_stats", "check_diverged"]
+
+
+class ChainsResult(NamedTuple):
+    """What :func:`run_chains` returns for one group of chains.
+
+    Attributes
+    ----------
+    draws : array (chains, n_keep, dim)
+    grads : array (chains, n_keep, dim) or None
+    stats : dict of host arrays
+        Per chain and iteration, shape (chains, n_iter): ``n_evals``, ``batch_size``, ``wall_time``
+        (seconds since this group started sampling), and where the sampler reports them
+        ``accepted``, ``accept_prob`` and each of its ``extras``.
+    state : NamedTuple
+        The sampler state after the last iteration.
+    """
+
+    draws: Array
+    grads: Array | None
+    stats: dict
+    state: Any
+
+
+def check_diverged(xp: Any, position: Array, k: int, h: float, name: str) -> None:
+    """Raise ``FloatingPointError`` naming the step size if any position is not finite."""
+    if not bool(xp.all(xp.isfinite(position))):
+        msg = (
+            f"{name} chain diverged by iteration {k + 1}: positions are no longer finite with "
+            f"step_size={h:g}; decrease the step size (SGLD on a target whose log density has a "
+            "gradient with Lipschitz constant M is stable only for h < 4/M)"
+        )
+        raise FloatingPointError(msg)
+
+
+def run_chains(
+    sampler: Any,
+    estimator: Any,
+    rng: Any,
+    position: Array,
+    step_sizes: Sequence[float],
+    kept: Sequence[int],
+    *,
+    store_grads: bool | str = False,
+    score: Callable | None = None,
+    check_every: int = 100,
+    progress: Callable[[int], None] | None = None,
+    progress_every: int = 1,
+    callback: Callable | None = None,
+    quiet_float: Callable[[], Any] = contextlib.nullcontext,
+) -> ChainsResult:
+    """Run one group of chains from ``position`` (chains, dim) and record the kept draws.
+
+    Parameters
+    ----------
+    sampler, estimator
+        A :class:`~sgmc.samplers.Sampler` and a :class:`~sgmc.estimators.GradientEstimator`.
+    rng : sgmc Generator
+        This group's stream: every random number of the group comes from it.
+    position : array (chains, dim)
+    step_sizes : sequence of float
+        One per iteration.
+    kept : sequence of int
+        Increasing iteration indices whose states are recorded.
+    store_grads : bool or {"estimate", "full"}
+        Keep the sampler's gradient at each kept draw, or ``score(position)`` for ``"full"``.
+    score : callable, optional
+        The exact score, for ``store_grads="full"``.
+    check_every : int
+        Interval of the divergence check (and the last iteration is always checked).
+    progress : callable, optional
+        ``progress(n)`` with the number of iterations done, every ``progress_every`` iterations and
+        at the end.
+    callback : callable, optional
+        ``callback(k, state)`` after every iteration.
+    quiet_float : callable
+        A context manager factory that silences the library's floating-point warnings; divergence
+        is reported by the check instead.
+    """
+    xp = array_namespace(position)
+    n_iter = len(step_sizes)
+    chains, dim = position.shape
+    n_keep = len(kept)
+    dev = device_of(position)
+    draws = xp.empty((chains, n_keep, dim), dtype=position.dtype, device=dev)
+    grads = xp.empty((chains, n_keep, dim), dtype=position.dtype, device=dev) if store_grads else None
+    full = store_grads == "full"
+    infos: list = [None] * n_iter
+    wall = [0.0] * n_iter
+    step = sampler.step
+    j = 0
+    next_keep = kept[0] if n_keep else n_iter
+    with quiet_float():
+        state = sampler.init(rng, position, estimator)
+        t0 = time.perf_counter()
+        for k in range(n_iter):
+            state, infos[k] = step(rng, state, estimator, step_sizes[k])
+            if k == next_keep:
+                draws[:, j, :] = state.position
+                if full:
+                    grads[:, j, :] = score(state.position)
+                elif store_grads:
+                    grads[:, j, :] = state.grad
+                j += 1
+                next_keep = kept[j] if j < n_keep else n_iter
+            if callback is not None:
+                callback(k, state)
+            wall[k] = time.perf_counter() - t0
+            if (k + 1) % check_every == 0 or k + 1 == n_iter:
+                check_diverged(xp, state.position, k, step_sizes[k], sampler.name)
+            if progress is not None and ((k + 1) % progress_every == 0 or k + 1 == n_iter):
+                progress(k + 1)
+    stats = step_stats(infos, chains)
+    stats["wall_time"] = _column(wall, chains)
+    return ChainsResult(draws, grads, stats, state)
+
+
+def _column(values: list, chains: int) -> Any:
+    """Per-iteration values (numbers, or per-chain arrays) as a float64 host array (chains, n_iter).
+
+    Arrays are stacked where they live and copied to the host once.
+    """
+    hx = backends.get_backend("numpy").xp
+    arrays = [v for v in values if not isinstance(v, numbers.Number)]
+    if not arrays:
+        row = hx.asarray(values, dtype=hx.float64)
+        return hx.broadcast_to(row[None, :], (chains, len(values)))
+    xp = array_namespace(arrays[0])
+    dev = device_of(arrays[0])
+    cols = [
+        xp.full((chains,), float(v), device=dev) if isinstance(v, numbers.Number)
+        else xp.broadcast_to(xp.astype(v, xp.float64), (chains,))
+        for v in values
+    ]
+    return hx.asarray(backends.to_numpy(xp.stack(cols, axis=1)), dtype=hx.float64)
+
+
+def step_stats(infos: Sequence[Any], chains: int) -> dict:
+    """Per-chain statistics ``(chains, n_iter)`` from a run's :class:`~sgmc.samplers.StepInfo` list.
+
+    ``n_evals`` and ``batch_size`` always; ``accepted`` and ``accept_prob`` when the sampler reports
+    them; each key of ``extras``.
+    """
+    if not infos:
+        return {}
+    out = {
+        "n_evals": _column([i.estimate.n_evals for i in infos], chains),
+        "batch_size": _column([i.estimate.batch_size for i in infos], chains),
+    }
+    first = infos[0]
+    if first.accepted is not None:
+        out["accepted"] = _column([i.accepted for i in infos], chains)
+    if first.accept_prob is not None:
+        out["accept_prob"] = _column([i.accept_prob for i in infos], chains)
+    if first.extras:
+        for key in first.extras:
+            out[key] = _column([i.extras[key] for i in infos], chains)
+    return out

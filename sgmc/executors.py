@@ -1,0 +1,157 @@
+"""Chain groups in this process or on any :class:`concurrent.futures.Executor`.
+
+:func:`sgmc.sample` splits its chains into groups of ``group_size`` by a rule that does not look at
+the executor, and gives every group its own stream spawned from the run's seed. A group's draws
+therefore depend only on the seed and the group, not on where the group runs: in this process (the
+default, one group after another, each group's chains one vectorised array), in the workers of a
+``ProcessPoolExecutor``, or on a Dask cluster (a ``distributed.Client`` or its ``get_executor()``).
+
+Data go to each worker once. On Dask the sampler, the estimator and the model they hold are
+scattered to every worker once and each group is one task. On other executors the groups are
+bundled into one task per worker (the executor's ``_max_workers`` when it has one), so the model is
+pickled once per worker rather than once per group. The progress bar counts the iterations of all
+groups: in process it moves every few iterations; with an executor it moves as each task finishes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from typing import Any, Callable, NamedTuple, Sequence
+
+from .chains import ChainsResult, run_chains
+
+__all__ = ["GroupTask", "RunSpec", "run_groups", "is_dask", "check_executor"]
+
+
+class GroupTask(NamedTuple):
+    """One group of chains: its index, its generator and its starting positions."""
+
+    index: int
+    rng: Any
+    position: Any
+
+
+class RunSpec(NamedTuple):
+    """Everything a group needs besides its own task: the same for every group of a run."""
+
+    sampler: Any
+    estimator: Any
+    step_sizes: Sequence[float]
+    kept: Sequence[int]
+    store_grads: bool | str
+    score: Callable | None
+    check_every: int
+    backend: Any
+
+
+def _run_group(spec: RunSpec, task: GroupTask, progress: Callable | None = None,
+               progress_every: int = 1, callback: Callable | None = None) -> ChainsResult:
+    return run_chains(
+        spec.sampler, spec.estimator, task.rng, task.position, spec.step_sizes, spec.kept,
+        store_grads=spec.store_grads, score=spec.score, check_every=spec.check_every,
+        progress=progress, progress_every=progress_every, callback=callback,
+        quiet_float=spec.backend.quiet_float,
+    )
+
+
+def _run_bundle(spec: RunSpec, tasks: list) -> list:
+    """Worker entry point: run a bundle of groups one after another."""
+    return [(t.index, _run_group(spec, t)) for t in tasks]
+
+
+def is_dask(executor: Any) -> bool:
+    """True for a ``distributed.Client`` or the executor from its ``get_executor()``."""
+    return type(executor).__module__.split(".")[0] == "distributed"
+
+
+def _dask_client(executor: Any) -> Any:
+    try:
+        import distributed
+    except ImportError as exc:  # pragma: no cover - is_dask implies it imports
+        msg = "running chains on Dask needs the optional extra: pip install 'sgmc[dask]'"
+        raise ImportError(msg) from exc
+    if isinstance(executor, distributed.Client):
+        return executor
+    return executor._client  # a distributed.client.ClientExecutor
+
+
+def check_executor(executor: Any) -> None:
+    """Raise ``TypeError`` unless ``executor`` is None, a concurrent.futures Executor or a Dask client."""
+    if executor is None or isinstance(executor, cf.Executor) or is_dask(executor):
+        return
+    msg = (
+        "`executor` must be None (run in this process), a concurrent.futures.Executor such as "
+        "ProcessPoolExecutor, or a Dask distributed.Client (pip install 'sgmc[dask]'); "
+        f"got {type(executor).__name__}"
+    )
+    raise TypeError(msg)
+
+
+def run_groups(
+    spec: RunSpec,
+    tasks: list,
+    executor: Any = None,
+    *,
+    bar: Any = None,
+    progress_every: int = 1,
+    callback: Callable | None = None,
+) -> list:
+    """Run every group; return their :class:`~sgmc.chains.ChainsResult` in group order.
+
+    Parameters
+    ----------
+    spec : RunSpec
+    tasks : list of GroupTask
+    executor : None, concurrent.futures.Executor or distributed.Client
+    bar : tqdm-like, optional
+        Progress bar over ``len(tasks) * n_iter`` iterations.
+    progress_every : int
+        In process, the number of iterations between updates of the bar.
+    callback : callable, optional
+        ``callback(k, state)`` after every iteration of every group (in process only).
+    """
+    n_iter = len(spec.step_sizes)
+    if executor is None:
+        out = []
+        for g, task in enumerate(tasks):
+            update = None
+            if bar is not None:
+                offset = g * n_iter
+
+                def update(done, offset=offset):
+                    bar.update(offset + done - bar.n)
+
+            out.append(_run_group(spec, task, update, progress_every, callback))
+        return out
+    if callback is not None:
+        msg = "`callback` runs in this process only; leave `executor=None` to use it"
+        raise ValueError(msg)
+    results: dict = {}
+    if is_dask(executor):
+        client = _dask_client(executor)
+        # a fresh key per run: a content-hashed key could collide with a previous run's data that
+        # the scheduler is still releasing
+        shared = client.scatter(spec, broadcast=True, hash=False)
+        futures = [client.submit(_run_bundle, shared, [t], pure=False) for t in tasks]
+        for fut in _as_completed_dask(futures):
+            for index, res in fut.result():
+                results[index] = res
+            if bar is not None:
+                bar.update(n_iter)
+    else:
+        workers = getattr(executor, "_max_workers", None) or len(tasks)
+        n_bundles = max(1, min(len(tasks), int(workers)))
+        bundles = [tasks[i::n_bundles] for i in range(n_bundles)]
+        futures = {executor.submit(_run_bundle, spec, b): len(b) for b in bundles}
+        for fut in cf.as_completed(futures):
+            for index, res in fut.result():
+                results[index] = res
+            if bar is not None:
+                bar.update(futures[fut] * n_iter)
+    return [results[t.index] for t in tasks]
+
+
+def _as_completed_dask(futures: list):
+    import distributed
+
+    return distributed.as_completed(futures)

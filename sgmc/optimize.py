@@ -1,0 +1,248 @@
+"""Posterior modes, curvature and Laplace approximations.
+
+Control-variate estimators centre their estimates at a point near the posterior mode (Baker et al.
+2019; the review's section 2.3), step-size grids and pSGLD-style scalings need a bound on the
+curvature of -log pi, and exact reference runs whiten the posterior with the Hessian at the mode.
+:func:`find_mode` runs Adam or SGD on the subsampled log posterior with Polyak-Ruppert averaging (the
+cheap, O(n) per step search that SGLD-CV's set-up cost counts), :func:`newton` polishes a point with
+damped Newton steps on the full posterior, :func:`negative_hessian` gives the precision at a point,
+:func:`laplace` chains the three, and :func:`curvature_bound` bounds the largest eigenvalue of the
+negative Hessian from per-datum Lipschitz constants.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from . import backends
+from ._array_api import Array, is_array
+from ._sampling import subsample
+from ._validation import check_batch_size, check_choice, check_int, check_positive
+from .models.base import check_compatible, provides, require
+
+__all__ = ["find_mode", "newton", "negative_hessian", "laplace", "curvature_bound", "Laplace"]
+
+
+def _start(model: Any, init: Any, name: str = "init") -> Array:
+    xp = model.xp
+    if not is_array(init):
+        init = backends.asarray(init, backend=backends.get_backend(xp), dtype=model.dtype, device=model.device)
+    check_compatible(model, init, name)
+    if tuple(init.shape) not in ((model.dim,), (1, model.dim)):
+        msg = f"`{name}` must have shape ({model.dim},) or (1, {model.dim}); got {tuple(init.shape)}"
+        raise ValueError(msg)
+    theta = xp.reshape(init, (1, model.dim))
+    return xp.astype(theta, model.dtype) if theta.dtype != model.dtype else theta
+
+
+def curvature_bound(model: Any) -> float:
+    """An upper bound M on the largest eigenvalue of the negative Hessian of log pi.
+
+    ``model.lipschitz_constant()`` when the model knows it exactly (Gaussian targets); otherwise the
+    sum of the per-datum Lipschitz constants ``model.lipschitz()`` plus ``model.prior_lipschitz()``
+    (which overestimates the largest eigenvalue by up to a factor of the dimension).
+
+    Raises
+    ------
+    TypeError
+        When the model offers neither.
+    """
+    if provides(model, "lipschitz_constant"):
+        return float(model.lipschitz_constant())
+    require(model, ("lipschitz",), "a curvature bound")
+    total = float(model.xp.sum(model.lipschitz()))
+    if provides(model, "prior_lipschitz"):
+        total += float(model.prior_lipschitz())
+    return max(total, 1e-12)
+
+
+def find_mode(
+    model: Any,
+    rng: Any,
+    init: Any,
+    *,
+    method: str = "adam",
+    n_steps: int = 2000,
+    step_size: float | None = None,
+    batch_size: Any = None,
+) -> Array:
+    """Approximate the posterior mode by stochastic optimisation of the subsampled log posterior.
+
+    Parameters
+    ----------
+    model : Model
+        An :class:`~sgmc.models.IIDData` posterior (or a data-free target, optimised exactly).
+    rng : None, int, SeedSequence or Generator
+    init : array (dim,) or (1, dim)
+        Starting point.
+    method : {"adam", "sgd"}
+        Adam (scale-free; the default) or plain SGD as in the sgmcmc R package.
+    n_steps : int
+    step_size : float, optional
+        Initial learning rate; defaults 0.05 for Adam and ``1 / M`` for SGD, where M is
+        :func:`curvature_bound`. The rate decays as ``lr / sqrt(1 + k / 100)``, and the returned
+        point averages the iterates of the second half (Polyak-Ruppert averaging), which removes most
+        of the minibatch noise.
+    batch_size : int or float, optional
+        Minibatch size (default: ``min(N, max(100, N // 100))``).
+
+    Returns
+    -------
+    array (dim,)
+
+    Raises
+    ------
+    FloatingPointError
+        When the iterates stop being finite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc.models import LinearRegression
+    >>> from sgmc.optimize import find_mode
+    >>> r = np.random.default_rng(0)
+    >>> X = r.normal(size=(2000, 2)); y = X @ np.array([1.0, -1.0]) + r.normal(size=2000)
+    >>> np.round(find_mode(LinearRegression(X, y), 0, np.zeros(2), n_steps=1000), 1)
+    array([ 1., -1.])
+    """
+    check_choice(method, "method", ("adam", "sgd"))
+    n_steps = check_int(n_steps, "n_steps")
+    xp = model.xp
+    theta = _start(model, init)
+    rng = backends.default_rng(rng, backend=backends.get_backend(xp), device=model.device)
+    n_data = int(model.n_data)
+    if n_data > 0:
+        require(model, ("grad_log_prior", "grad_log_lik_sum"), "find_mode")
+        n = check_batch_size(batch_size, n_data) if batch_size is not None else min(n_data, max(100, n_data // 100))
+        scale = n_data / n
+    else:
+        require(model, ("grad_log_posterior",), "find_mode on a data-free target")
+    lr0 = check_positive(
+        step_size if step_size is not None else (0.05 if method == "adam" else 1.0 / curvature_bound(model)),
+        "step_size",
+    )
+    m = xp.zeros_like(theta)
+    v = xp.zeros_like(theta)
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    avg = xp.zeros_like(theta)
+    half = n_steps // 2
+    for k in range(n_steps):
+        if n_data > 0:
+            idx = subsample(rng, n_data, n, 1)
+            g = model.grad_log_prior(theta) + scale * model.grad_log_lik_sum(theta, idx)
+        else:
+            g = model.grad_log_posterior(theta)
+        lr = lr0 / math.sqrt(1.0 + k / 100.0)
+        if method == "adam":
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * g * g
+            mhat = m / (1 - b1 ** (k + 1))
+            vhat = v / (1 - b2 ** (k + 1))
+            theta = theta + lr * mhat / (xp.sqrt(vhat) + eps)
+        else:
+            theta = theta + lr * g
+        if k >= half:
+            avg = avg + theta
+    out = avg / (n_steps - half)
+    if not bool(xp.all(xp.isfinite(out))):
+        msg = f"the mode finder ({method}) diverged; lower its `step_size` (was {lr0})"
+        raise FloatingPointError(msg)
+    return out[0, ...]
+
+
+def negative_hessian(model: Any, theta: Any, *, chunk_elements: int = 4_000_000) -> Array:
+    """The precision -Hessian of log pi at ``theta`` (dim,), symmetrised: shape (dim, dim).
+
+    Exact per-datum likelihood Hessians (``hess_log_lik``, summed in chunks of at most
+    ``chunk_elements`` numbers) plus the prior's by central differences of its gradient; models
+    without Hessians get central differences of the full gradient.
+    """
+    xp = model.xp
+    d = model.dim
+    t = _start(model, theta, "theta")
+    eye = xp.eye(d, dtype=model.dtype, device=model.device)
+    if provides(model, "hess_log_lik"):
+        chunk = max(1, min(model.n_data, chunk_elements // max(d * d, 1)))
+        H = xp.zeros((d, d), dtype=model.dtype, device=model.device)
+        for start in range(0, model.n_data, chunk):
+            stop = min(start + chunk, model.n_data)
+            idx = xp.reshape(xp.arange(start, stop, dtype=xp.int64, device=model.device), (1, -1))
+            H = H + xp.sum(model.hess_log_lik(t, idx)[0, ...], axis=0)
+        eps = 1e-3
+        gp = model.grad_log_prior(xp.concat([t + eps * eye, t - eps * eye], axis=0))
+        H = H + (gp[:d, :] - gp[d:, :]).T / (2 * eps)
+    else:
+        require(model, ("grad_log_posterior",), "negative_hessian")
+        eps = 1e-5
+        g = model.grad_log_posterior(xp.concat([t + eps * eye, t - eps * eye], axis=0))
+        H = (g[:d, :] - g[d:, :]).T / (2 * eps)
+    P = -H
+    return 0.5 * (P + P.T)
+
+
+def newton(model: Any, theta: Any, *, max_steps: int = 25, tol: float = 1e-10) -> tuple[Array, int]:
+    """Damped Newton steps on the full log posterior from ``theta`` (dim,).
+
+    Each step solves ``P step = grad log pi`` with P = :func:`negative_hessian` and halves the step
+    until the log posterior does not decrease. Stops when a step is shorter than
+    ``tol * (1 + |theta|)``.
+
+    Returns
+    -------
+    theta : array (dim,)
+    steps : int
+        Newton steps taken.
+    """
+    require(model, ("log_posterior", "grad_log_posterior"), "newton")
+    xp = model.xp
+    theta = _start(model, theta, "theta")[0, ...]
+    logp = float(model.log_posterior(theta))
+    steps = 0
+    for _ in range(check_int(max_steps, "max_steps")):
+        P = negative_hessian(model, theta)
+        g = model.grad_log_posterior(theta)
+        step = xp.linalg.solve(P, g[:, None])[:, 0]
+        t = 1.0
+        while t > 1e-6:
+            cand = theta + t * step
+            lc = float(model.log_posterior(cand))
+            if math.isfinite(lc) and lc >= logp - 1e-9 * abs(logp):
+                break
+            t *= 0.5
+        theta, logp = cand, lc
+        steps += 1
+        size = float(xp.linalg.vector_norm(t * step))
+        if size <= tol * (1.0 + float(xp.linalg.vector_norm(theta))):
+            break
+    return theta, steps
+
+
+class Laplace(NamedTuple):
+    """A Laplace approximation N(mode, precision^-1)."""
+
+    mode: Array
+    precision: Array
+    newton_steps: int
+
+
+def laplace(model: Any, rng: Any, *, init: Any = None, batch_size: Any = None, n_steps: int = 2000) -> Laplace:
+    """Mode by :func:`find_mode` (Adam) polished by :func:`newton`, and the precision there.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc.models import LinearRegression
+    >>> from sgmc.optimize import laplace
+    >>> r = np.random.default_rng(0)
+    >>> X = r.normal(size=(500, 2)); y = X @ np.array([1.0, -1.0]) + r.normal(size=500)
+    >>> model = LinearRegression(X, y)
+    >>> fit = laplace(model, 0)
+    >>> bool(np.allclose(fit.mode, model.posterior()[0]))
+    True
+    """
+    xp = model.xp
+    start = xp.zeros((model.dim,), dtype=model.dtype, device=model.device) if init is None else init
+    theta = find_mode(model, rng, start, n_steps=n_steps, batch_size=batch_size)
+    theta, steps = newton(model, theta)
+    return Laplace(theta, negative_hessian(model, theta), steps)
