@@ -91,10 +91,11 @@ def draw_vectorised(gen: np.random.Generator, n_data: int, n: int, chains: int) 
 
 
 def draw_sgmc_stream(gen, n_data, n, chains):
-    """sgmc's own subsample (used only by the equivalence check)."""
-    from sgmc.backends._base import subsample_indices
+    """sgmc's own subset draw on ``gen`` (used only by the equivalence check)."""
+    from sgmc._sampling import subsample
+    from sgmc.backends import default_rng
 
-    return subsample_indices(gen, n_data, n, chains)
+    return subsample(default_rng(gen), n_data, n, chains)
 
 
 DRAWS = {"choice": draw_choice, "vectorised": draw_vectorised}
@@ -135,14 +136,16 @@ def hand_sgld(X, y, n, chains, n_iter, h, seed, draw, *, streams=None):
 
 
 def run_sgmc(model, n, chains, n_iter, h, seed):
+    # one group of chains, like the hand-written loop (one random stream, one vectorised array)
     return sgmc.sample(model, "sgld", "minibatch", step_size=h, batch_size=n, n_iter=n_iter,
-                       chains=chains, rng=seed, progress=False).draws
+                       chains=chains, group_size=chains, rng=seed, progress=False).draws
 
 
 def check_equivalence(X, y, model, chains, n_iter=50, seed=3) -> float:
     """Run the hand-written loop on sgmc's random streams; return the largest draw difference."""
     init_ss, _, run_ss = np.random.SeedSequence(seed).spawn(3)
-    streams = (np.random.Generator(np.random.PCG64(init_ss)), np.random.Generator(np.random.PCG64(run_ss)))
+    (group_ss,) = run_ss.spawn(1)  # the one chain group's stream
+    streams = (np.random.Generator(np.random.PCG64(init_ss)), np.random.Generator(np.random.PCG64(group_ss)))
     ours = run_sgmc(model, BATCH, chains, n_iter, STEP_SIZE, seed)
     hand = hand_sgld(X, y, BATCH, chains, n_iter, STEP_SIZE, seed, draw_sgmc_stream, streams=streams)
     return float(np.max(np.abs(np.asarray(ours) - hand)))

@@ -32,6 +32,7 @@ from .diagnostics import log_loss, predictive_log_lik
 from .estimators import ESTIMATORS
 from .models import Affine, LinearRegression, LogisticRegression, Model
 from .optimize import laplace
+from .plot import _matplotlib, trace_plot
 from .run import sample
 from .samplers import SAMPLERS
 
@@ -170,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--estimator", action="append", metavar="NAME",
                      help="gradient estimator(s), repeatable or comma separated: minibatch, cv, svrg, full; "
                      "every sampler runs with every estimator (default: minibatch,cv)")
-    run.add_argument("--backend", choices=("numpy", "array_api_strict", "torch", "cupy"), default="numpy",
+    run.add_argument("--backend", choices=tuple(backends.registered()), default="numpy",
                      help="array library the computation runs on (default: numpy)")
     run.add_argument("--data", metavar="CSV", help="fit this CSV file instead of simulated data")
     run.add_argument("--target", default="-1", metavar="COL",
@@ -456,8 +457,6 @@ def _command_run(args) -> int:
         raise ValueError(msg)
     if args.plot is not None:
         _check_output_path(args.plot, "--plot")
-        from .plot import _matplotlib
-
         Figure, _ = _matplotlib()
         formats = Figure().canvas.get_supported_filetypes()
         ext = os.path.splitext(args.plot)[1].lower().lstrip(".")
@@ -534,8 +533,6 @@ def _command_run(args) -> int:
           f"lambda_max = {problem.lambda_max:.4g}")
 
     if args.plot is not None:
-        from .plot import trace_plot
-
         path = trace_plot({k: v["trace"] for k, v in results.items()}, args.plot,
                           coords=tuple(range(min(3, model.dim))), reference=problem.reference_mean)
         print(f"trace plot written to {path}")

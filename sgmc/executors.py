@@ -4,10 +4,13 @@
 the executor, and gives every group its own stream spawned from the run's seed. A group's draws
 therefore depend only on the seed and the group, not on where the group runs: in this process (the
 default, one group after another, each group's chains one vectorised array), in the workers of a
-``ProcessPoolExecutor``, or on a Dask cluster (a ``distributed.Client`` or its ``get_executor()``).
+``ProcessPoolExecutor`` (or ``"processes"``: a pool of one process per core, made for the run), or
+on a Dask cluster (a ``distributed.Client`` or its ``get_executor()``, or ``"dask"``: the client of
+this process).
 
 Data go to each worker once. On Dask the sampler, the estimator and the model they hold are
-scattered to every worker once and each group is one task. On other executors the groups are
+scattered to every worker once (as one in-band pickle, so arrays arrive in aligned memory and
+round exactly as they do here) and each group is one task. On other executors the groups are
 bundled into one task per worker (the executor's ``_max_workers`` when it has one), so the model is
 pickled once per worker rather than once per group. The progress bar counts the iterations of all
 groups: in process it moves every few iterations; with an executor it moves as each task finishes.
@@ -16,11 +19,14 @@ groups: in process it moves every few iterations; with an executor it moves as e
 from __future__ import annotations
 
 import concurrent.futures as cf
+import os
+import pickle
+import uuid
 from typing import Any, Callable, NamedTuple, Sequence
 
 from .chains import ChainsResult, run_chains
 
-__all__ = ["GroupTask", "RunSpec", "run_groups", "is_dask", "check_executor"]
+__all__ = ["GroupTask", "RunSpec", "run_groups", "is_dask", "check_executor", "current_dask_client"]
 
 
 class GroupTask(NamedTuple):
@@ -59,6 +65,22 @@ def _run_bundle(spec: RunSpec, tasks: list) -> list:
     return [(t.index, _run_group(spec, t)) for t in tasks]
 
 
+# Dask moves its payloads as pickle-5 frames placed at arbitrary byte offsets, so NumPy arrays can
+# arrive misaligned, and NumPy's fallbacks for misaligned operands round differently from BLAS: the
+# draws would change in the last bit. Payloads therefore travel as in-band pickles, which rebuild
+# every array in fresh, aligned memory. A worker unpickles a run's spec once and keeps the latest.
+_PICKLE_PROTOCOL = 4
+_WORKER_SPEC: list = [None, None]  # [token, spec]
+
+
+def _run_pickled(token: str, blob: bytes, tasks_blob: bytes) -> bytes:
+    """Dask worker entry point: unpickle the spec (once per run and worker) and the tasks, run them."""
+    if _WORKER_SPEC[0] != token:
+        _WORKER_SPEC[:] = [token, pickle.loads(blob)]
+    out = _run_bundle(_WORKER_SPEC[1], pickle.loads(tasks_blob))
+    return pickle.dumps(out, protocol=_PICKLE_PROTOCOL)
+
+
 def is_dask(executor: Any) -> bool:
     """True for a ``distributed.Client`` or the executor from its ``get_executor()``."""
     return type(executor).__module__.split(".")[0] == "distributed"
@@ -76,15 +98,32 @@ def _dask_client(executor: Any) -> Any:
 
 
 def check_executor(executor: Any) -> None:
-    """Raise ``TypeError`` unless ``executor`` is None, a concurrent.futures Executor or a Dask client."""
-    if executor is None or isinstance(executor, cf.Executor) or is_dask(executor):
+    """Raise unless ``executor`` is None, ``"processes"``, ``"dask"``, an Executor or a Dask client."""
+    if executor is None or executor in ("processes", "dask") or isinstance(executor, cf.Executor) or is_dask(executor):
         return
     msg = (
-        "`executor` must be None (run in this process), a concurrent.futures.Executor such as "
-        "ProcessPoolExecutor, or a Dask distributed.Client (pip install 'sgmc[dask]'); "
-        f"got {type(executor).__name__}"
+        "`executor` must be None (run in this process), 'processes' (a local process pool), 'dask' "
+        "(the current Dask client), a concurrent.futures.Executor such as ProcessPoolExecutor, or a "
+        f"Dask distributed.Client (pip install 'sgmc[dask]'); got {executor!r}"
     )
     raise TypeError(msg)
+
+
+def current_dask_client() -> Any:
+    """The Dask client of this process (``executor="dask"``), with errors that say what to do."""
+    try:
+        import distributed
+    except ImportError as exc:
+        msg = "executor='dask' needs Dask's distributed scheduler: pip install 'sgmc[dask]'"
+        raise ImportError(msg) from exc
+    try:
+        return distributed.get_client()
+    except ValueError as exc:
+        msg = (
+            "executor='dask' found no Dask client in this process; start one first, e.g. "
+            "distributed.Client(distributed.LocalCluster()) or distributed.Client('scheduler-address')"
+        )
+        raise ValueError(msg) from exc
 
 
 def run_groups(
@@ -126,15 +165,25 @@ def run_groups(
     if callback is not None:
         msg = "`callback` runs in this process only; leave `executor=None` to use it"
         raise ValueError(msg)
+    if executor == "processes":
+        workers = min(len(tasks), os.cpu_count() or 1)
+        with cf.ProcessPoolExecutor(workers) as pool:
+            return run_groups(spec, tasks, pool, bar=bar)
+    if executor == "dask":
+        executor = current_dask_client()
     results: dict = {}
     if is_dask(executor):
         client = _dask_client(executor)
         # a fresh key per run: a content-hashed key could collide with a previous run's data that
         # the scheduler is still releasing
-        shared = client.scatter(spec, broadcast=True, hash=False)
-        futures = [client.submit(_run_bundle, shared, [t], pure=False) for t in tasks]
+        token = uuid.uuid4().hex
+        shared = client.scatter(pickle.dumps(spec, protocol=_PICKLE_PROTOCOL), broadcast=True, hash=False)
+        futures = [
+            client.submit(_run_pickled, token, shared, pickle.dumps([t], protocol=_PICKLE_PROTOCOL), pure=False)
+            for t in tasks
+        ]
         for fut in _as_completed_dask(futures):
-            for index, res in fut.result():
+            for index, res in pickle.loads(fut.result()):
                 results[index] = res
             if bar is not None:
                 bar.update(n_iter)

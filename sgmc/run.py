@@ -125,11 +125,13 @@ def sample(
         Keyword arguments for samplers and estimators given by name.
     callback : callable, optional
         ``callback(k, state)`` after every iteration of every group (in process only; keep it cheap).
-    executor : None, concurrent.futures.Executor or distributed.Client, optional
+    executor : None, "processes", "dask", concurrent.futures.Executor or distributed.Client, optional
         Where the groups run: ``None`` runs them in this process one after another; a
-        ``ProcessPoolExecutor`` runs them in local processes; a Dask ``distributed.Client`` (or its
-        ``get_executor()``) on a cluster (``pip install 'sgmc[dask]'``). The draws are the same
-        wherever the groups run (bit for bit on NumPy).
+        ``ProcessPoolExecutor`` (or ``"processes"``, a pool of one process per core made for this
+        run) in local processes; a Dask ``distributed.Client`` (or its ``get_executor()``, or
+        ``"dask"`` for the client of this process) on a cluster (``pip install 'sgmc[dask]'``). The
+        draws are the same wherever the groups run (bit for bit on NumPy). See
+        ``docs/chains.md``.
     group_size : int, optional
         Chains per group (default :data:`DEFAULT_GROUP_SIZE`). Each group has its own random
         stream, so the draws depend on the group size but never on the executor.

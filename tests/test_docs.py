@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCTEST_PAGES = ["docs/quickstart.md", "docs/models.md", "docs/samplers.md", "docs/diagnostics.md"]
+DOCTEST_PAGES = ["docs/quickstart.md", "docs/models.md", "docs/samplers.md", "docs/diagnostics.md", "docs/contracts.md"]
 
 
 @pytest.mark.parametrize("page", DOCTEST_PAGES)

@@ -3,7 +3,8 @@
 ``MinibatchDraw`` times the per-chain index draw alone; ``SGLDStep`` one SGLD iteration (a fresh
 minibatch per chain, the gradient, the step) through the sampler kernel; ``SGLDSample`` the time and
 peak memory of a whole ``sgmc.sample`` run of 10^4 iterations, which adds the runner's bookkeeping
-and the preallocated trace. The last two run d in {10, 100} and 1 or 32 chains. Per chain-iteration
+and the preallocated trace; ``SGLDCVSample`` the same with the control-variate estimator at a fixed
+centre (no mode search timed). They run d in {10, 100} and 1 or 32 chains. Per chain-iteration
 costs and the comparison with a hand-written NumPy loop are in ``asv_benchmarks/peer_sgld.py`` and
 ``docs/performance.md``.
 """
@@ -18,6 +19,8 @@ with safe_import():
     from sgmc.estimators import Minibatch
     from sgmc.models import LogisticRegression
     from sgmc.samplers import SGLD
+with safe_import():
+    from sgmc._sampling import subsample
 
 N_DATA = 100_000
 BATCH = 1_000
@@ -66,7 +69,7 @@ class MinibatchDraw(XPBenchmark):
         self.time_subsample(backend, chains)
 
     def time_subsample(self, backend, chains):
-        self.rng.subsample(N_DATA, BATCH, chains)
+        subsample(self.rng, N_DATA, BATCH, chains)
         self.sync()
 
 
@@ -94,3 +97,18 @@ class SGLDSample(_LogisticSGLD):
 
     def peakmem_sample(self, backend, dim, chains):
         self._run(chains, N_ITER)
+
+
+class SGLDCVSample(SGLDSample):
+    """``sgmc.sample`` with SGLD-CV at a fixed centre: 10^4 iterations, two gathers per minibatch."""
+
+    def prepare(self, dim, chains):
+        super().prepare(dim, chains)
+        self.centre = self.xp.zeros((dim,), dtype=self.model.dtype)
+
+    def _run(self, chains, n_iter):
+        trace = sgmc.sample(self.model, "sgld", "cv", step_size=STEP_SIZE, batch_size=BATCH,
+                            n_iter=n_iter, chains=chains, rng=0, progress=False,
+                            estimator_options={"centre": self.centre})
+        self.sync()
+        return trace

@@ -32,6 +32,7 @@ __all__ = [
     "to_numpy",
     "synchronize",
     "register",
+    "registered",
 ]
 
 _LOADERS: dict[str, Callable[[], Backend]] = {}
@@ -145,6 +146,11 @@ def get_backend(obj: Any = "numpy") -> Backend:
         return _by_namespace(array_namespace(obj))
     msg = f"cannot infer a backend from {type(obj).__name__}; pass a backend name such as 'numpy'"
     raise TypeError(msg)
+
+
+def registered() -> list[str]:
+    """Names of the registered backends, whether or not their library is installed."""
+    return list(_LOADERS)
 
 
 def available_backends() -> list[str]:

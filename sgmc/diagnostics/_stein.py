@@ -36,6 +36,7 @@ from .._array_api import (
     is_array,
     is_floating,
 )
+from .._dispatch import native
 
 __all__ = [
     "MEDIAN_SUBSAMPLE",
@@ -437,7 +438,13 @@ def row_sums(xp: Namespace, st: Stein, block: int, triangle: str) -> Any:
     'joint', a (d,) array for kind 'sum'), in the accumulator dtype, evaluating only j >= i.
     ``triangle="lower"`` returns per-row sums r_i = k0(i, i) + 2 sum_{j < i} k0(i, j) with shape
     (N,) or (N, d), whose cumulative sums are the prefix V-statistics.
+
+    A backend may replace this function with a native kernel registered as ``"stein_row_sums"``
+    (:func:`sgmc._dispatch.native`), called with the same arguments; this function is its twin.
     """
+    fast = native(xp, "stein_row_sums")
+    if fast is not None:
+        return fast(xp, st, block, triangle)
     n = int(st.s.shape[0])
     dtype, dev = st.s.dtype, device_of(st.s)
     acc = accumulator_dtype(xp, dtype, dev)

@@ -3,11 +3,13 @@
 Every estimator follows one contract (:class:`GradientEstimator`): ``init(rng, position) ->
 est_state`` and ``estimate(rng, est_state, position) -> (grad, est_state, EstimateInfo)``, with no
 state on the estimator object. Names accepted by :func:`sgmc.sample`: ``"full"``, ``"minibatch"``,
-``"cv"``, ``"svrg"`` (and ``"noisy"`` with ``noise_sd=``).
+``"cv"``, ``"svrg"`` (and ``"noisy"`` with ``noise_sd=``). The subset and categorical draws that
+estimators build on (:func:`subsample`, :func:`categorical`) are here for custom estimators.
 """
 
 from typing import Any
 
+from .._sampling import categorical, subsample
 from .base import (
     EstimateInfo,
     Estimator,
@@ -35,6 +37,8 @@ __all__ = [
     "SVRGState",
     "make_estimator",
     "ESTIMATORS",
+    "subsample",
+    "categorical",
 ]
 
 ESTIMATORS = {
