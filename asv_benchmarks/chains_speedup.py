@@ -7,7 +7,13 @@ parallel modes are:
 
 * ``in-process``: ``executor=None``, the groups one after another;
 * ``processes``: a ``ProcessPoolExecutor`` with 2 workers;
-* ``dask``: a ``distributed.Client`` on a ``LocalCluster`` with 2 worker processes of one thread.
+* ``dask``: a ``distributed.Client`` on a ``LocalCluster`` with 2 worker processes of one thread;
+* ``dask-no-trim`` (with ``--dask-no-trim``): the same, but the workers are started without the
+  ``MALLOC_TRIM_THRESHOLD_`` variable that Dask's nanny sets by default (configuration key
+  ``distributed.nanny.pre-spawn-environ``). Setting that variable switches off glibc's adaptive
+  threshold above which allocations are served by fresh ``mmap`` pages, so every temporary array
+  larger than 128 KiB (the minibatch rows of a group of chains) is mapped and unmapped again on each
+  iteration; this mode shows what that costs.
 
 The workload is SGLD on Bayesian logistic regression with N = 100 000 data, minibatches of
 n = 1000, step size 1e-5, 32 chains in 2 groups of 16, for d = 10 and d = 100 (``X`` standard normal
@@ -28,13 +34,17 @@ Usage (from the repository root, with ``dask[distributed]`` installed)::
     python asv_benchmarks/chains_speedup.py                       # 2000 iterations, 3 rounds
     python asv_benchmarks/chains_speedup.py --iters 500 --rounds 1 --dims 10
     python asv_benchmarks/chains_speedup.py --json speedup.json
+    python asv_benchmarks/chains_speedup.py --dask-no-trim        # adds the fourth mode
 
 Reading the output: one row per dimension and mode, with the median wall-clock seconds of one
-``sgmc.sample`` call over the rounds, the fastest and slowest round, and the speed-up, the median
-in-process time divided by the median time of the mode. With two groups on two cores, 2.0 is the
-ceiling; the gap to it is the cost of moving the model and the draws between processes and of the
-scheduler, which matters less the more work each iteration does (compare d = 10 with d = 100).
-The default run takes about two minutes on a 2-core machine.
+``sgmc.sample`` call over the rounds, the fastest and slowest round, the median of the longest
+group's sampling loop (``trace.info["sampling_time"]``, measured where the group ran), and the
+speed-up, the median in-process time divided by the median time of the mode. With two groups on two
+cores, 2.0 is the ceiling. In process the call takes about twice the loop time (the two groups run
+one after the other); with an executor, the call time minus the loop time is the cost of moving the
+model and the draws between processes and of the scheduler, and a loop time above the in-process
+one means each iteration runs slower in the worker than here. The default run takes four to five
+minutes on a 2-core machine (about 1.3 more with ``--dask-no-trim``).
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import concurrent.futures as cf  # noqa: E402
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
@@ -67,6 +78,7 @@ GROUP_SIZE = 16
 N_WORKERS = 2
 SEED = 0
 MODES = ("in-process", "processes", "dask")
+NO_TRIM = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 
 
 def make_data(n_data: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -94,7 +106,7 @@ def make_data(n_data: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndar
 
 
 def run(model: LogisticRegression, n_iter: int, executor=None, *, chains: int = CHAINS,
-        group_size: int = GROUP_SIZE) -> tuple[float, np.ndarray]:
+        group_size: int = GROUP_SIZE) -> tuple[float, float, np.ndarray]:
     """Time one ``sgmc.sample`` call.
 
     Parameters
@@ -108,6 +120,8 @@ def run(model: LogisticRegression, n_iter: int, executor=None, *, chains: int = 
     -------
     seconds : float
         Wall-clock time of the call.
+    loop_seconds : float
+        The longest group's sampling loop, ``trace.info["sampling_time"]``.
     draws : ndarray, shape (chains, n_iter, dim)
     """
     t0 = time.perf_counter()
@@ -115,7 +129,7 @@ def run(model: LogisticRegression, n_iter: int, executor=None, *, chains: int = 
                         n_iter=n_iter, chains=chains, group_size=group_size, rng=SEED,
                         progress=False, executor=executor)
     seconds = time.perf_counter() - t0
-    return seconds, np.asarray(trace.draws)
+    return seconds, float(trace.info["sampling_time"]), np.asarray(trace.draws)
 
 
 def check_identical(reference: np.ndarray, draws: np.ndarray, mode: str, dim: int) -> None:
@@ -174,11 +188,11 @@ def machine() -> dict:
 
 def table(rows: list) -> str:
     """The results as a Markdown table."""
-    head = "| d | mode | median s | min s | max s | speed-up (in-process / mode) |"
-    lines = [head, "|---|---|---|---|---|---|"]
+    head = "| d | mode | median s | min s | max s | loop s | speed-up (in-process / mode) |"
+    lines = [head, "|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['dim']} | {r['mode']} | {r['median_s']:.2f} | {r['min_s']:.2f} | "
-                     f"{r['max_s']:.2f} | {r['speedup']:.2f} |")
+                     f"{r['max_s']:.2f} | {r['loop_s']:.2f} | {r['speedup']:.2f} |")
     return "\n".join(lines)
 
 
@@ -186,14 +200,17 @@ def main(argv: list | None = None) -> int:
     """Run the comparison; return the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--iters", type=int, default=2000, help="iterations per run (default 2000)")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of the three modes (default 3)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds over the modes (default 3)")
     ap.add_argument("--dims", type=int, nargs="+", default=[10, 100], help="dimensions (default 10 100)")
+    ap.add_argument("--dask-no-trim", action="store_true",
+                    help="add a Dask cluster whose workers keep glibc's default malloc thresholds")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args(argv)
     if args.iters < 1 or args.rounds < 1:
         ap.error("--iters and --rounds must be at least 1")
 
     try:
+        import dask
         import distributed
     except ImportError:
         print("this script needs Dask's distributed scheduler: pip install 'sgmc[dask]'", file=sys.stderr)
@@ -202,48 +219,64 @@ def main(argv: list | None = None) -> int:
     info = machine()
     print(f"{info['cpu']}, {info['cores']} cores; Python {info['python']}, NumPy {info['numpy']}, "
           f"distributed {info['distributed']}; load average {info['load_average_at_start']}")
+    modes = MODES + (("dask-no-trim",) if args.dask_no_trim else ())
     print(f"SGLD, logistic regression, N={N_DATA}, n={BATCH}, {CHAINS} chains in groups of "
           f"{GROUP_SIZE}, {args.iters} iterations, {args.rounds} rounds", flush=True)
 
     t_start = time.perf_counter()
     rows = []
-    pool = cf.ProcessPoolExecutor(N_WORKERS)
-    cluster = distributed.LocalCluster(n_workers=N_WORKERS, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
-    client = distributed.Client(cluster)
-    executors = {"in-process": None, "processes": pool, "dask": client}
-    try:
-        warm_model = LogisticRegression(*make_data(1_000, 2))
-        for mode, ex in executors.items():   # start the workers and import sgmc in them
-            run(warm_model, 20, ex, chains=4, group_size=2)
+    warm_model = LogisticRegression(*make_data(1_000, 2))
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(cf.ProcessPoolExecutor(N_WORKERS))
+        executors = {"in-process": None, "processes": pool}
+        # start the pool's workers (and import sgmc in them) before any Dask nanny has run: a nanny
+        # copies its pre-spawn variables into this process's environment, where later children
+        # would inherit them
+        run(warm_model, 20, None, chains=4, group_size=2)
+        run(warm_model, 20, pool, chains=4, group_size=2)
+        for mode in modes[2:]:
+            if mode == "dask-no-trim":
+                os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
+            with dask.config.set(NO_TRIM if mode == "dask-no-trim" else {}):
+                cluster = stack.enter_context(distributed.LocalCluster(
+                    n_workers=N_WORKERS, threads_per_worker=1, processes=True, dashboard_address=None))
+                client = stack.enter_context(distributed.Client(cluster))
+                client.wait_for_workers(N_WORKERS)
+            executors[mode] = client
+            trim = set(client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_")).values())
+            info[f"{mode}_MALLOC_TRIM_THRESHOLD_"] = sorted(map(str, trim))
+            if (mode == "dask-no-trim") != (trim == {None}):
+                msg = f"{mode}: the workers have MALLOC_TRIM_THRESHOLD_ in {trim}"
+                raise RuntimeError(msg)
+            run(warm_model, 20, client, chains=4, group_size=2)
         t_ready = time.perf_counter()
-        print(f"pool and cluster ready in {t_ready - t_start:.1f} s", flush=True)
+        print(f"pool and clusters ready in {t_ready - t_start:.1f} s", flush=True)
 
         for dim in args.dims:
             model = LogisticRegression(*make_data(N_DATA, dim))
-            times: dict = {m: [] for m in MODES}
+            times: dict = {m: [] for m in modes}
+            loops: dict = {m: [] for m in modes}
             reference = None
             for r in range(args.rounds):
-                order = MODES[r % len(MODES):] + MODES[:r % len(MODES)]
+                order = modes[r % len(modes):] + modes[:r % len(modes)]
                 for mode in order:
-                    seconds, draws = run(model, args.iters, executors[mode])
+                    seconds, loop, draws = run(model, args.iters, executors[mode])
                     times[mode].append(seconds)
+                    loops[mode].append(loop)
                     if reference is None:   # the first round starts in process
                         reference = draws
                     else:
                         check_identical(reference, draws, mode, dim)
-                    print(f"  d={dim} round {r + 1} {mode:<10} {seconds:7.2f} s", flush=True)
+                    print(f"  d={dim} round {r + 1} {mode:<12} {seconds:7.2f} s (loop {loop:6.2f} s)",
+                          flush=True)
                     del draws
             base = statistics.median(times["in-process"])
-            for mode in MODES:
+            for mode in modes:
                 med = statistics.median(times[mode])
                 rows.append({"dim": dim, "mode": mode, "median_s": med, "min_s": min(times[mode]),
-                             "max_s": max(times[mode]), "speedup": base / med, "times_s": times[mode]})
+                             "max_s": max(times[mode]), "loop_s": statistics.median(loops[mode]),
+                             "speedup": base / med, "times_s": times[mode], "loop_times_s": loops[mode]})
             print(f"  d={dim}: draws of all modes identical bit for bit", flush=True)
-    finally:
-        client.close()
-        cluster.close()
-        pool.shutdown()
     total = time.perf_counter() - t_start
 
     print()

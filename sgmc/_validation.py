@@ -79,15 +79,10 @@ def check_batch_size(batch_size: Any, n_data: int, name: str = "batch_size") -> 
     if isinstance(batch_size, float) and 0.0 < batch_size < 1.0:
         batch_size = max(1, int(round(batch_size * n_data)))
     try:
-        if isinstance(batch_size, bool):
-            raise TypeError
-        n = operator.index(batch_size)
+        n = check_int(batch_size, name, minimum=1)
     except TypeError:
         msg = f"`{name}` must be a positive int (or a fraction in (0, 1)); got {batch_size!r}"
         raise TypeError(msg) from None
-    if n < 1:
-        msg = f"`{name}` must be at least 1; got {n}"
-        raise ValueError(msg)
     if n > n_data:
         msg = f"`{name}`={n} is larger than the number of data n_data={n_data}"
         raise ValueError(msg)

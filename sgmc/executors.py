@@ -73,6 +73,12 @@ _PICKLE_PROTOCOL = 4
 _WORKER_SPEC: list = [None, None]  # [token, spec]
 
 
+def _forget_spec(token: str) -> None:
+    """Drop a finished run's spec (and the data it holds) from a worker."""
+    if _WORKER_SPEC[0] == token:
+        _WORKER_SPEC[:] = [None, None]
+
+
 def _run_pickled(token: str, blob: bytes, tasks_blob: bytes) -> bytes:
     """Dask worker entry point: unpickle the spec (once per run and worker) and the tasks, run them."""
     if _WORKER_SPEC[0] != token:
@@ -182,11 +188,15 @@ def run_groups(
             client.submit(_run_pickled, token, shared, pickle.dumps([t], protocol=_PICKLE_PROTOCOL), pure=False)
             for t in tasks
         ]
-        for fut in _as_completed_dask(futures):
-            for index, res in pickle.loads(fut.result()):
-                results[index] = res
-            if bar is not None:
-                bar.update(n_iter)
+        try:
+            # in submission order: as_completed would need this client to be the default one
+            for fut in futures:
+                for index, res in pickle.loads(fut.result()):
+                    results[index] = res
+                if bar is not None:
+                    bar.update(n_iter)
+        finally:
+            client.run(_forget_spec, token)
     else:
         workers = getattr(executor, "_max_workers", None) or len(tasks)
         n_bundles = max(1, min(len(tasks), int(workers)))
@@ -198,9 +208,3 @@ def run_groups(
             if bar is not None:
                 bar.update(futures[fut] * n_iter)
     return [results[t.index] for t in tasks]
-
-
-def _as_completed_dask(futures: list):
-    import distributed
-
-    return distributed.as_completed(futures)

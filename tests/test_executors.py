@@ -378,3 +378,13 @@ def test_dask_single_chain_groups_give_same_draws(model, dask_client):
         ref = _run(model, case, chains=7, group_size=3)
         assert ref.info["groups"][-1] == [6, 7]
         assert_identical(ref, _run(model, case, chains=7, group_size=3, executor=dask_client))
+
+
+def test_dask_client_that_is_not_the_default(model, dask_client):
+    distributed = pytest.importorskip("distributed")
+    case = CASES[0]
+    with distributed.Client(dask_client.cluster, set_as_default=False) as other:
+        assert_identical(_reference(model, case), _run(model, case, executor=other))
+        # the workers forget the run's data once it is over
+        held = other.run(lambda: __import__("sgmc.executors").executors._WORKER_SPEC[0])
+        assert set(held.values()) == {None}
