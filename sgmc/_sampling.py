@@ -25,7 +25,7 @@ from typing import Any
 from ._array_api import Array, array_namespace
 from ._dispatch import native
 
-__all__ = ["oversample", "subsample", "first_distinct", "categorical"]
+__all__ = ["oversample", "subsample", "subsample_twin", "first_distinct", "categorical"]
 
 
 def oversample(size: int, n_data: int) -> int:
@@ -75,7 +75,8 @@ def first_distinct(draws: Array, size: int) -> tuple[Array, Array]:
     return rows[ok], ok
 
 
-def _subsample_twin(rng: Any, n_data: int, size: int, batch: int, replace: bool) -> Array:
+def subsample_twin(rng: Any, n_data: int, size: int, batch: int, replace: bool) -> Array:
+    """The array-API twin of :func:`subsample` (positional ``replace``), which defines its result."""
     xp = rng.backend.xp
     if replace:
         return rng.integers(n_data, (batch, size))
@@ -127,7 +128,7 @@ def subsample(rng: Any, n_data: int, size: int, batch: int, *, replace: bool = F
     fast = native(rng.backend.xp, "subsample")
     if fast is not None:
         return fast(rng, n_data, size, batch, replace)
-    return _subsample_twin(rng, n_data, size, batch, replace)
+    return subsample_twin(rng, n_data, size, batch, replace)
 
 
 def categorical(u: Array, cdf: Array) -> Array:

@@ -1,7 +1,7 @@
 """Discrete draws of :mod:`sgmc._sampling`: uniform subsets (native path and array-API twin) and
 categorical draws by inverse CDF.
 
-The array-API twin ``_subsample_twin`` defines the result of a subset draw; a backend's native path
+The array-API twin ``subsample_twin`` defines the result of a subset draw; a backend's native path
 (NumPy's packed-integer sort, :func:`sgmc.backends._numpy.subsample`) must return the same indices
 for the same generator state, including when short rows are drawn again. Host generators share one
 PCG64 stream per seed, so the twin on array-api-strict and torch must reproduce NumPy's indices too.
@@ -19,7 +19,7 @@ from scipy import stats
 import sgmc._sampling as sampling
 import sgmc.backends._numpy as numpy_backend
 from sgmc.backends import default_rng
-from sgmc._sampling import _subsample_twin, categorical, first_distinct, subsample
+from sgmc._sampling import subsample_twin, categorical, first_distinct, subsample
 
 # Threshold for the chi-square goodness-of-fit tests: a correct sampler fails one of them with
 # probability 1e-4 at a given seed; a sampler that favours some outcomes by a few percent is rejected.
@@ -50,7 +50,7 @@ def _host_only(xb):
 def test_numpy_native_subsample_equals_the_twin(case, seed):
     n, size, batch, replace = CASES[case]
     fast = numpy_backend.subsample(default_rng(seed), n, size, batch, replace)
-    twin = _subsample_twin(default_rng(seed), n, size, batch, replace)
+    twin = subsample_twin(default_rng(seed), n, size, batch, replace)
     assert isinstance(fast, np.ndarray) and fast.dtype == np.int64 and fast.shape == (batch, size)
     assert twin.dtype == np.int64
     np.testing.assert_array_equal(fast, twin)
@@ -59,7 +59,7 @@ def test_numpy_native_subsample_equals_the_twin(case, seed):
     # the generators are left in the same state
     a, b = default_rng(seed), default_rng(seed)
     numpy_backend.subsample(a, n, size, batch, replace)
-    _subsample_twin(b, n, size, batch, replace)
+    subsample_twin(b, n, size, batch, replace)
     np.testing.assert_array_equal(a.normal((4,)), b.normal((4,)))
 
 
@@ -68,7 +68,7 @@ def test_twin_on_every_backend_reproduces_numpy(xb, case):
     _host_only(xb)
     n, size, batch, replace = CASES[case]
     ref = numpy_backend.subsample(default_rng(5), n, size, batch, replace)
-    twin = _subsample_twin(xb.rng(5), n, size, batch, replace)
+    twin = subsample_twin(xb.rng(5), n, size, batch, replace)
     assert twin.dtype == xb.xp.int64 and tuple(twin.shape) == (batch, size)
     np.testing.assert_array_equal(xb.to_numpy(twin), ref)
     np.testing.assert_array_equal(xb.to_numpy(subsample(xb.rng(5), n, size, batch, replace=replace)), ref)
@@ -108,7 +108,7 @@ def test_native_and_twin_agree_when_short_rows_are_drawn_again(monkeypatch, n, s
         shorts.append(short)
         fast = numpy_backend.subsample(default_rng(seed), n, size, batch, False)
         gen, calls = _counting(default_rng(seed))
-        twin = _subsample_twin(gen, n, size, batch, False)
+        twin = subsample_twin(gen, n, size, batch, False)
         np.testing.assert_array_equal(fast, twin)
         assert (len(calls) > 1) == (short > 0)
         assert fast.shape == (batch, size) and fast.dtype == np.int64
@@ -130,7 +130,7 @@ def test_retry_path_on_every_backend(xb, monkeypatch):
     monkeypatch.setattr(numpy_backend, "oversample", tiny)
     ref = numpy_backend.subsample(default_rng(7), 100, 20, 40, False)
     gen, calls = _counting(xb.rng(7))
-    twin = _subsample_twin(gen, 100, 20, 40, False)
+    twin = subsample_twin(gen, 100, 20, 40, False)
     assert len(calls) >= 3
     np.testing.assert_array_equal(xb.to_numpy(twin), ref)
 
@@ -160,7 +160,7 @@ def test_twin_without_replacement_is_a_uniform_subset(xb, n, size):
     """Every size-subset is equally likely (chi-square over all C(n, size) subsets), and each position
     in a row is uniform (random order within the row)."""
     rows = 100_000
-    idx = xb.to_numpy(_subsample_twin(xb.rng(4), n, size, rows, False))
+    idx = xb.to_numpy(subsample_twin(xb.rng(4), n, size, rows, False))
     assert idx.shape == (rows, size)
     assert np.all(np.diff(np.sort(idx, axis=1), axis=1) > 0)
     codes, n_subsets = _subset_codes(idx, n, size)
@@ -174,7 +174,7 @@ def test_twin_inclusion_frequencies_are_uniform(xb):
     """Index i is in a row with probability p = size / n; the scaled Pearson statistic is chi-square
     with n - 1 degrees of freedom (see test_backends.test_subsample_inclusion_frequencies_are_uniform)."""
     n, size, rows = 50, 5, 20_000
-    idx = xb.to_numpy(_subsample_twin(xb.rng(5), n, size, rows, False))
+    idx = xb.to_numpy(subsample_twin(xb.rng(5), n, size, rows, False))
     counts = np.bincount(idx.ravel(), minlength=n)
     p = size / n
     expected = rows * p
@@ -184,7 +184,7 @@ def test_twin_inclusion_frequencies_are_uniform(xb):
 
 def test_twin_with_replacement_is_iid_uniform(xb):
     n, size, rows = 10, 4, 50_000
-    idx = xb.to_numpy(_subsample_twin(xb.rng(6), n, size, rows, True))
+    idx = xb.to_numpy(subsample_twin(xb.rng(6), n, size, rows, True))
     counts = np.bincount(idx.ravel(), minlength=n)  # multinomial(rows * size, 1/n)
     assert stats.chisquare(counts).pvalue > P_MIN
     # duplicates occur with the birthday probability 1 - prod_k (1 - k/n)

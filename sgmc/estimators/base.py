@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .._array_api import Array
-from .._sampling import subsample
+from .._dispatch import native
+from .._sampling import subsample_twin
 from .._validation import check_batch_size, check_nonnegative
 from ..models.base import check_target, require
 
@@ -200,10 +201,12 @@ class Minibatch(Estimator):
         self.replace = bool(replace)
         self.scale = model.n_data / self.batch_size
         self._info = EstimateInfo(self.batch_size, self.batch_size)
+        # sgmc._sampling.subsample, resolved once: the backend's native draw or the array-API twin
+        self._draw = native(model.xp, "subsample") or subsample_twin
 
     def indices(self, rng: Any, chains: int) -> Array:
         """Draw the minibatch indices, shape (chains, batch_size)."""
-        return subsample(rng, self.model.n_data, self.batch_size, chains, replace=self.replace)
+        return self._draw(rng, self.model.n_data, self.batch_size, chains, self.replace)
 
     def estimate(self, rng, est_state, position):
         m = self.model
