@@ -19,6 +19,7 @@ groups: in process it moves every few iterations; with an executor it moves as e
 from __future__ import annotations
 
 import concurrent.futures as cf
+import multiprocessing
 import os
 import pickle
 import uuid
@@ -85,6 +86,16 @@ def _run_pickled(token: str, blob: bytes, tasks_blob: bytes) -> bytes:
         _WORKER_SPEC[:] = [token, pickle.loads(blob)]
     out = _run_bundle(_WORKER_SPEC[1], pickle.loads(tasks_blob))
     return pickle.dumps(out, protocol=_PICKLE_PROTOCOL)
+
+
+def _safe_context() -> Any:
+    """A start method that does not fork a process whose libraries may hold threads.
+
+    Forking after a library has started threads (PyTorch's and OpenMP's pools, BLAS) can deadlock
+    the child; "forkserver" forks from a clean server process, "spawn" starts afresh.
+    """
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
 def is_dask(executor: Any) -> bool:
@@ -173,7 +184,7 @@ def run_groups(
         raise ValueError(msg)
     if executor == "processes":
         workers = min(len(tasks), os.cpu_count() or 1)
-        with cf.ProcessPoolExecutor(workers) as pool:
+        with cf.ProcessPoolExecutor(workers, mp_context=_safe_context()) as pool:
             return run_groups(spec, tasks, pool, bar=bar)
     if executor == "dask":
         executor = current_dask_client()

@@ -388,3 +388,22 @@ def test_dask_client_that_is_not_the_default(model, dask_client):
         # the workers forget the run's data once it is over
         held = other.run(lambda: __import__("sgmc.executors").executors._WORKER_SPEC[0])
         assert set(held.values()) == {None}
+
+
+@pytest.mark.parametrize("name", ["torch", "array_api_strict"])
+def test_other_backends_give_same_draws_in_processes(name):
+    # torch starts threads: executor="processes" must not fork this process (the child would hang)
+    pytest.importorskip(name)
+    from sgmc import backends
+
+    r = np.random.default_rng(0)
+    X = r.standard_normal((2000, 3))
+    y = (r.random(2000) < 0.5).astype(float)
+    m = LogisticRegression(backends.asarray(X, backend=name), backends.asarray(y, backend=name))
+    kw = dict(step_size=1e-4, batch_size=50, n_iter=40, chains=5, group_size=2, rng=3, progress=False,
+              store_grads=True, estimator_options={"update_every": 7})
+    here = sgmc.sample(m, "sgld", "svrg", **kw)
+    there = sgmc.sample(m, "sgld", "svrg", executor="processes", **kw)
+    assert type(there.draws) is type(here.draws)
+    assert _same_bits(backends.to_numpy(here.draws), backends.to_numpy(there.draws))
+    assert _same_bits(backends.to_numpy(here.grads), backends.to_numpy(there.grads))

@@ -34,7 +34,7 @@ class _GLM(Model):
         nothing at all).
     """
 
-    _curvature_bound: float = 1.0  # sup over eta of -d^2 log f / d eta^2
+    _eta_curvature: float = 1.0  # sup over eta of -d^2 log f / d eta^2
     block_elements: int | None = 2**17
 
     def __init__(self, X: Any, y: Any, prior_var: float = 10.0):
@@ -115,7 +115,7 @@ class _GLM(Model):
 
     def lipschitz(self, idx: Array | None = None) -> Array:
         xp = self.xp
-        sq = xp.sum(self.X * self.X, axis=-1) * self._curvature_bound
+        sq = xp.sum(self.X * self.X, axis=-1) * self._eta_curvature
         return sq if idx is None else take_rows(xp, sq, idx)
 
     def prior_lipschitz(self) -> float:
@@ -150,7 +150,7 @@ class LinearRegression(_GLM):
     def __init__(self, X: Any, y: Any, noise_var: float = 1.0, prior_var: float = 10.0):
         super().__init__(X, y, prior_var=prior_var)
         self.noise_var = check_positive(noise_var, "noise_var")
-        self._curvature_bound = 1.0 / self.noise_var
+        self._eta_curvature = 1.0 / self.noise_var
 
     def _terms(self, eta, y, want):
         resid = y - eta
@@ -193,7 +193,7 @@ class LogisticRegression(_GLM):
     (2,)
     """
 
-    _curvature_bound = 0.25
+    _eta_curvature = 0.25
 
     def __init__(self, X: Any, y: Any, prior_var: float = 10.0):
         super().__init__(X, y, prior_var=prior_var)
