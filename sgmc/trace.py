@@ -37,7 +37,9 @@ class Trace:
     stats : dict of numpy arrays
         ``step_size``, shape (n_iter,); and per chain, shape (chains, n_iter): ``n_evals`` (per-datum
         gradient evaluations of the iteration), ``batch_size`` (data points per gradient estimate),
-        ``data_passes`` (cumulative ``n_evals`` divided by N, set-up excluded), ``wall_time``
+        ``data_passes`` (cumulative ``n_evals`` divided by N; the set-up, which
+        ``info["setup_data_passes"]`` counts, and the one estimate at the starting point that the
+        sampler's ``init`` makes are excluded), ``wall_time``
         (seconds since the chain's group started sampling), and what the sampler reports:
         ``accepted`` and ``accept_prob`` (MALA), ``thermostat`` (SGNHT).
     info : dict
