@@ -658,6 +658,9 @@ def test_mala_needs_an_estimator_that_reports_the_log_density():
             MALA().init(backends.default_rng(0), start, est)
     state = MALA().init(backends.default_rng(0), x, FullGradient(REVIEW, log_density=True))
     np.testing.assert_allclose(state.log_density, REVIEW.log_posterior(x), rtol=1e-14)
+    # a step with an estimator that does not report it is refused the same way
+    with pytest.raises(TypeError, match=r"log_density=True"):
+        MALA().step(backends.default_rng(1), state, FullGradient(REVIEW), 0.5)
 
 
 def test_sgnht_reports_its_thermostat():

@@ -116,6 +116,12 @@ class PSGLD(SamplerBase):
         return PSGLDState(x, g, est_state, v), StepInfo(info)
 
 
+_NO_LOG_DENSITY = (
+    "MALA needs the exact log density from its estimator, and {} does not report it; use "
+    "sgmc.estimators.FullGradient(model, log_density=True)"
+)
+
+
 class MALAState(NamedTuple):
     position: Array
     grad: Array
@@ -154,11 +160,7 @@ class MALA(SamplerBase):
     def init(self, rng, position, estimator, est_state=None):
         g, est_state, info = self.start(rng, position, estimator, est_state)
         if info.log_density is None:
-            msg = (
-                f"MALA needs the exact log density from its estimator, and {type(estimator).__name__} "
-                "does not report it; use sgmc.estimators.FullGradient(model, log_density=True)"
-            )
-            raise TypeError(msg)
+            raise TypeError(_NO_LOG_DENSITY.format(type(estimator).__name__))
         return MALAState(position, g, est_state, info.log_density)
 
     def step(self, rng, state, estimator, step_size):
@@ -169,6 +171,8 @@ class MALA(SamplerBase):
         y = langevin(x, g, h, z)
         gy, est_state, info = estimator.estimate(rng, state.est_state, y)
         logp_y = info.log_density
+        if logp_y is None:
+            raise TypeError(_NO_LOG_DENSITY.format(type(estimator).__name__))
         back = x - y - (0.5 * h) * gy
         log_q_back = -xp.sum(back * back, axis=-1) / (2.0 * h)
         log_q_fwd = -0.5 * xp.sum(z * z, axis=-1)
