@@ -186,3 +186,9 @@ class HostGenerator(Generator):
     def numpy_generator(self) -> np.random.Generator:
         """The underlying NumPy generator."""
         return self._np
+
+
+def set_rows_inplace(table: Any, rows_idx: Any, rows: Any) -> Any:
+    """Native ``set_rows`` for libraries with integer-array assignment (NumPy, PyTorch, CuPy): in place."""
+    table[rows_idx] = rows
+    return table

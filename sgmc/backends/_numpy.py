@@ -6,7 +6,7 @@ import numpy as np
 from array_api_compat import numpy as np_compat
 
 from .._sampling import oversample
-from ._base import Backend, HostGenerator
+from ._base import Backend, HostGenerator, set_rows_inplace
 
 
 def _from_host(a, dtype, device):
@@ -97,7 +97,7 @@ def make_backend() -> Backend:
         from_host=_from_host,
         quiet_float=lambda: np.errstate(over="ignore", invalid="ignore", divide="ignore"),
         default_device="cpu",
-        native={"subsample": subsample},
+        native={"subsample": subsample, "set_rows": set_rows_inplace},
         numpy_arrays=True,
     )
     return backend

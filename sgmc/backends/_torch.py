@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from array_api_compat import torch as torch_compat
 
-from ._base import Backend, HostGenerator
+from ._base import Backend, HostGenerator, set_rows_inplace
 
 
 def _to_host(a) -> np.ndarray:
@@ -44,5 +44,6 @@ def make_backend() -> Backend:
         default_device=torch.device("cpu"),
         synchronize=_sync,
         on_cpu=_on_cpu,
+        native={"set_rows": set_rows_inplace},
     )
     return backend

@@ -3,7 +3,9 @@
 Every estimator follows one contract (:class:`GradientEstimator`): ``init(rng, position) ->
 est_state`` and ``estimate(rng, est_state, position) -> (grad, est_state, EstimateInfo)``, with no
 state on the estimator object. Names accepted by :func:`sgmc.sample`: ``"full"``, ``"minibatch"``,
-``"cv"``, ``"svrg"`` (and ``"noisy"`` with ``noise_sd=``). The subset and categorical draws that
+``"cv"``, ``"svrg"``, the preferential and adaptive estimators of Putcha et al. (2023) ``"ps"``,
+``"cv-ps"``, ``"adaptive-cv"``, ``"adaptive-cv-ps"`` (:mod:`.preferential`), ``"saga"`` and ``"dpp"``
+(and ``"noisy"`` with ``noise_sd=``). Names may use ``-`` or ``_``. The subset and categorical draws that
 estimators build on (:func:`subsample`, :func:`categorical`) are here for custom estimators.
 """
 
@@ -21,6 +23,19 @@ from .base import (
     SupportsPrepare,
 )
 from .control_variates import SVRG, ControlVariate, ControlVariateState, SVRGState
+from .dpp import KDPP, DPPSubsampling, linear_kernel
+from .preferential import (
+    AdaptiveControlVariate,
+    AdaptiveControlVariatePS,
+    ControlVariatePS,
+    PreferentialSubsampling,
+    alias_draw,
+    alias_table,
+    calibrate_v0,
+    cv_ps_weights,
+    ps_weights,
+)
+from .saga import SAGA, SAGAState
 
 __all__ = [
     "EstimateInfo",
@@ -35,6 +50,20 @@ __all__ = [
     "ControlVariateState",
     "SVRG",
     "SVRGState",
+    "PreferentialSubsampling",
+    "ControlVariatePS",
+    "AdaptiveControlVariate",
+    "AdaptiveControlVariatePS",
+    "SAGA",
+    "SAGAState",
+    "KDPP",
+    "DPPSubsampling",
+    "alias_table",
+    "alias_draw",
+    "ps_weights",
+    "cv_ps_weights",
+    "calibrate_v0",
+    "linear_kernel",
     "make_estimator",
     "ESTIMATORS",
     "subsample",
@@ -47,6 +76,12 @@ ESTIMATORS = {
     "cv": ControlVariate,
     "svrg": SVRG,
     "noisy": NoisyGradient,
+    "ps": PreferentialSubsampling,
+    "cv-ps": ControlVariatePS,
+    "adaptive-cv": AdaptiveControlVariate,
+    "adaptive-cv-ps": AdaptiveControlVariatePS,
+    "saga": SAGA,
+    "dpp": DPPSubsampling,
 }
 
 _NO_BATCH = ("full", "noisy")
@@ -62,7 +97,7 @@ def make_estimator(name: Any, model: Any, batch_size: Any = None, **options: Any
             )
             raise TypeError(msg)
         return name
-    key = name.lower().replace("-", "_")
+    key = name.lower().replace("_", "-")
     if key not in ESTIMATORS:
         msg = f"unknown estimator {name!r}; choose one of {sorted(ESTIMATORS)}"
         raise ValueError(msg)

@@ -129,7 +129,9 @@ class IIDData(Protocol):
     -----
     Optional, for estimators that use curvature (preferential subsampling, adaptive subsample
     sizes, step-size grids): ``hess_log_lik(theta, idx) -> (chains, batch, dim, dim)``,
-    ``lipschitz(idx) -> idx.shape`` and ``prior_lipschitz() -> float``.
+    ``lipschitz(idx) -> idx.shape`` and ``prior_lipschitz() -> float``. Control-variate estimators
+    call ``grad_log_lik_diff_sum(theta, centre, idx, weights)`` (the base class provides it from two
+    ``grad_log_lik_sum`` calls).
     """
 
     n_data: int
@@ -296,6 +298,18 @@ class Model:
         if weights is not None:
             g = g * weights[..., None]
         return self.xp.sum(g, axis=-2)
+
+    def grad_log_lik_diff_sum(
+        self, theta: Array, centre: Array, idx: Array, weights: Array | None = None
+    ) -> Array:
+        """``sum_i w_i [grad log f(y_i | theta) - grad log f(y_i | centre)]`` over the batch ``idx``.
+
+        The control-variate estimators' per-iteration call: the same rows at two points, shape
+        ``(chains, dim)`` (``centre`` is ``(chains, dim)`` too). This fallback calls
+        :meth:`grad_log_lik_sum` twice, gathering the rows twice; models that can evaluate both
+        points from one gather of the rows (the GLMs) override it.
+        """
+        return self.grad_log_lik_sum(theta, idx, weights) - self.grad_log_lik_sum(centre, idx, weights)
 
     @_placeholder
     def hess_log_lik(self, theta: Array, idx: Array | None = None) -> Array:

@@ -98,6 +98,39 @@ class _GLM(Model):
             return r @ self.X
         return (r[:, None, :] @ Xb)[:, 0, :]
 
+    def grad_log_lik_diff_sum(
+        self, theta: Array, centre: Array, idx: Array, weights: Array | None = None
+    ) -> Array:
+        """Control-variate differences from ONE gather of the rows: ``sum_i w_i (r_i(theta) - r_i(centre)) x_i``.
+
+        Blocked over chains like :meth:`grad_log_lik_sum`.
+        """
+        block = self.block_elements
+        if block is not None and theta.shape[0] == idx.shape[0]:
+            chains, batch = idx.shape
+            step = max(1, block // (batch * self.dim))
+            if step < chains:
+                parts = []
+                for i in range(0, chains, step):
+                    j = min(i + step, chains)
+                    w = None if weights is None else weights[i:j, ...]
+                    parts.append(self._grad_diff_sum(theta[i:j, ...], centre[i:j, ...], idx[i:j, ...], w))
+                return self.xp.concat(parts, axis=0)
+        return self._grad_diff_sum(theta, centre, idx, weights)
+
+    def _grad_diff_sum(self, theta: Array, centre: Array, idx: Array, weights: Array | None) -> Array:
+        xp = self.xp
+        flat = xp.reshape(idx, (-1,))
+        Xb = xp.reshape(xp.take(self.X, flat, axis=0), (*idx.shape, self.dim))
+        y = xp.reshape(xp.take(self.y, flat, axis=0), idx.shape)
+        # Both points' linear predictors from the same gathered rows: (chains, batch, 2)
+        both = Xb @ xp.stack([theta, centre], axis=-1)
+        r = self._terms(both, y[..., None], want=(False, True, False))[1]
+        r = r[..., 0] - r[..., 1]
+        if weights is not None:
+            r = r * weights
+        return (r[:, None, :] @ Xb)[:, 0, :]
+
     def log_posterior_and_grad(self, theta: Array) -> tuple[Array, Array]:
         # One pass over the data for both: eta = X theta feeds log f and its derivative.
         xp = self.xp

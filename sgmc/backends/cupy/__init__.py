@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._base import Backend, Generator, numpy_dtype
+from .._base import Backend, Generator, numpy_dtype, set_rows_inplace
 
 
 class CupyGenerator(Generator):
@@ -76,5 +76,6 @@ def make_backend() -> Backend:
         synchronize=sync,
         is_available=device_available,
         on_cpu=lambda device: False,
+        native={"set_rows": set_rows_inplace},
     )
     return backend
