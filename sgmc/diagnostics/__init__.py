@@ -5,6 +5,8 @@ measure and improve a sample's fit to the target using only the scores grad log 
 (Nemeth and Fearnhead 2021, section 4; Riabiz et al. 2022). Effective sample size and R-hat
 (:func:`ess`, :func:`rhat`) measure mixing, and :func:`kl_gaussian`, :func:`gaussian_kl_from_samples`,
 :func:`log_loss`, :func:`predictive_log_lik` and :func:`mse` measure accuracy against a reference.
+:func:`pseudo_variance` gives the exact expected squared error of a subsampled gradient estimator
+(Putcha et al. 2023).
 
 The submodules are imported here, before their functions are bound, so ``sgmc.diagnostics.ess`` and
 ``sgmc.diagnostics.ksd`` stay the functions even after ``import sgmc.diagnostics.ess``.
@@ -13,6 +15,7 @@ The submodules are imported here, before their functions are bound, so ``sgmc.di
 from .ess import ess, ess_batch_means, rhat
 from .ksd import cumulative_ksd, ksd, ksd_preconditioner
 from .metrics import gaussian_kl_from_samples, kl_gaussian, log_loss, mse, predictive_log_lik
+from .pseudo_variance import pseudo_variance
 from .thinning import stein_thin
 
 __all__ = [
@@ -28,4 +31,5 @@ __all__ = [
     "log_loss",
     "predictive_log_lik",
     "mse",
+    "pseudo_variance",
 ]

@@ -207,7 +207,8 @@ def cv_ps_weights(model: Any, centre: Array, *, covariance: Array | None = None,
     for ids in _blocks(model, d * d):
         H = model.hess_log_lik(c, ids[None, :])[0, ...]            # (b, d, d)
         HS = H @ covariance
-        parts.append(xp.sqrt(xp.maximum(xp.sum(HS * H, axis=(-2, -1)), xp.zeros((), dtype=H.dtype))))
+        t = xp.sum(HS * H, axis=(-2, -1))
+        parts.append(xp.sqrt(xp.maximum(t, xp.zeros_like(t))))
     return _normalise(xp, xp.concat(parts, axis=0), floor)
 
 
