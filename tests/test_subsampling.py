@@ -86,17 +86,30 @@ def test_unbiased(xb, kind):
         # V_0 that asks for 11 draws at theta: n_t = floor(coef ||theta - mode||^2) + 1 = floor(10.5) + 1
         d2 = float(np.sum((theta - _MODE) ** 2))
         est = est.with_v0(est.v0 * est.coef * d2 / 10.5)
+        # a second group of chains nearer the mode, with n_t = floor(10.5 / 4) + 1 = 3
+        near = _MODE + 0.5 * (theta - _MODE)
+        pos = xb.asarray(np.concatenate([np.tile(theta, (draws, 1)), np.tile(near, (draws, 1))]))
     state = est.init(rng, start)
+    if kind == "saga":
+        # a few steps elsewhere first: the table then mixes gradients from several points
+        for shift in (0.1, -0.2, 0.3):
+            _, state, _ = est.estimate(rng, state, start + shift)
+        table = to_host(state.table).reshape(draws, model.n_data, model.dim)
+        np.testing.assert_allclose(to_host(state.table_sum), table.sum(axis=1), rtol=1e-4, atol=1e-4)
     g, _, info = est.estimate(rng, state, pos)
     g = to_host(g)
-    full = to_host(model.grad_log_posterior(xb.asarray(theta[None, :])))[0]
-    se = g.std(axis=0, ddof=1) / np.sqrt(draws)
-    assert np.all(se > 0)
-    z = np.abs(g.mean(axis=0) - full) / se
-    assert np.all(z < Z_TOL), (kind, z)
+    groups = [(theta, g[:draws])]
     if kind.startswith("adaptive"):
+        groups.append((near, g[draws:]))
         n_t = to_host(info.batch_size)
-        assert n_t.shape == (draws,) and np.all(n_t == 11)
+        np.testing.assert_array_equal(n_t, np.repeat([11, 3], draws))
+        np.testing.assert_array_equal(to_host(info.n_evals), 2 * n_t)
+    for point, gg in groups:
+        full = to_host(model.grad_log_posterior(xb.asarray(point[None, :])))[0]
+        se = gg.std(axis=0, ddof=1) / np.sqrt(draws)
+        assert np.all(se > 0)
+        z = np.abs(gg.mean(axis=0) - full) / se
+        assert np.all(z < Z_TOL), (kind, z)
 
 
 def test_dpp_unbiased_and_diagonal_biased(xb):
