@@ -62,6 +62,15 @@ STEP_FACTORS = {
     ("psgld", "full"): 0.001,
 }
 MOMENTUM_FACTORS = {"minibatch": 0.3, "cv": 1.0, "svrg": 0.3, "full": 0.3}
+# The preferential, adaptive, SAGA and DPP estimators take the factors of their plain counterparts.
+_LIKE = {"ps": "minibatch", "dpp": "minibatch", "saga": "svrg", "cv-ps": "cv", "adaptive-cv": "cv",
+         "adaptive-cv-ps": "cv"}
+for _new, _old in _LIKE.items():
+    for _s in ("sgld", "psgld"):
+        STEP_FACTORS[(_s, _new)] = STEP_FACTORS[(_s, _old)]
+    MOMENTUM_FACTORS[_new] = MOMENTUM_FACTORS[_old]
+# Estimators that find the posterior mode first (their chains start there, so no burn-in).
+_CENTRED = ("cv", "ps", "cv-ps", "adaptive-cv", "adaptive-cv-ps")
 MALA_TARGET_ACCEPTANCE = 0.574
 LOG_LOSS_DRAWS = 1000
 
@@ -169,8 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"sampler(s), repeatable or comma separated: {', '.join(sorted(SAMPLERS))} "
                      "(default: sgld)")
     run.add_argument("--estimator", action="append", metavar="NAME",
-                     help="gradient estimator(s), repeatable or comma separated: minibatch, cv, svrg, full; "
-                     "every sampler runs with every estimator (default: minibatch,cv)")
+                     help="gradient estimator(s), repeatable or comma separated: minibatch, cv, svrg, full, "
+                     "ps, cv-ps, adaptive-cv, adaptive-cv-ps, saga, dpp (docs/subsampling.md); every sampler "
+                     "runs with every estimator (default: minibatch,cv)")
     run.add_argument("--backend", choices=tuple(backends.registered()), default="numpy",
                      help="array library the computation runs on (default: numpy)")
     run.add_argument("--data", metavar="CSV", help="fit this CSV file instead of simulated data")
@@ -188,11 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--batch-size", type=_batch_size, default=0.01, metavar="n",
                      help="subsample size: an integer, or a fraction of N (default: 0.01)")
     run.add_argument("--iters", type=_int_at_least(2), metavar="K",
-                     help="iterations per method, burn-in (or, for cv, mode-search steps) included "
+                     help="iterations per method, burn-in (or, for the mode-finding estimators, mode-search steps) included "
                      "(default: 20000; 2000 with --quick)")
     run.add_argument("--burn-in", type=_int_at_least(0), metavar="B",
-                     help="iterations discarded; for the cv estimator, optimiser steps that find the "
-                     "mode instead (default: half of --iters)")
+                     help="iterations discarded; for the estimators that find the mode first (cv, ps, "
+                     "cv-ps, adaptive-cv, adaptive-cv-ps), optimiser steps instead (default: half of --iters)")
     run.add_argument("--chains", type=_int_at_least(1), default=1, metavar="C", help="chains per method (default: 1)")
     run.add_argument("--seed", type=_int_at_least(0), default=0, metavar="S", help="seed for data and samplers (default: 0)")
     run.add_argument("--reference-iters", type=_int_at_least(10), metavar="R",
@@ -379,7 +389,7 @@ def _log_loss(problem: _Problem, draws: Any) -> float:
 def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int, init: Any, seed) -> dict:
     model = problem.model
     options = {}
-    if method.estimator == "cv":
+    if method.estimator in _CENTRED:
         n_iter, burn_in, start = iters - burn, 0, None
         options = {"opt_steps": max(burn, 100)}
     else:

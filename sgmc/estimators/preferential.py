@@ -133,8 +133,8 @@ def alias_draw(rng: Any, table: Array, shape: tuple[int, int]) -> tuple[Array, A
     xp = rng.backend.xp
     n = table.shape[0]
     u = rng.uniform(shape, dtype=xp.float64) * n
-    k = xp.astype(xp.floor(u), xp.int64)
-    k = xp.clip(k, 0, n - 1)
+    # u >= 0, so the cast truncates to the integer part; the minimum guards u * n rounding up to n
+    k = xp.minimum(xp.astype(u, xp.int64), xp.asarray(n - 1, dtype=xp.int64, device=table.device))
     rows = take_rows(xp, table, k)
     keep = (u - xp.astype(k, xp.float64)) < rows[..., 0]
     idx = xp.where(keep, k, xp.astype(rows[..., 1], xp.int64))

@@ -123,10 +123,10 @@ class _GLM(Model):
         flat = xp.reshape(idx, (-1,))
         Xb = xp.reshape(xp.take(self.X, flat, axis=0), (*idx.shape, self.dim))
         y = xp.reshape(xp.take(self.y, flat, axis=0), idx.shape)
-        # Both points' linear predictors from the same gathered rows: (chains, batch, 2)
-        both = Xb @ xp.stack([theta, centre], axis=-1)
-        r = self._terms(both, y[..., None], want=(False, True, False))[1]
-        r = r[..., 0] - r[..., 1]
+        # Both points' linear predictors from the same gathered rows
+        eta = (Xb @ theta[..., None])[..., 0]
+        eta0 = (Xb @ centre[..., None])[..., 0]
+        r = self._terms(eta, y, want=(False, True, False))[1] - self._terms(eta0, y, want=(False, True, False))[1]
         if weights is not None:
             r = r * weights
         return (r[:, None, :] @ Xb)[:, 0, :]
