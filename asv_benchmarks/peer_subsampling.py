@@ -1,0 +1,162 @@
+"""Preferential and adaptive subsampling: per-step cost, and KSD against data passes, in one run.
+
+``--what step`` (default): SGLD on logistic regression with N = 10^6, n = 1000, d = 10 through
+``sgmc.sample`` with each estimator at a fixed centre (no mode search timed): plain minibatches
+(without and with replacement), SGLD-PS and SGLD-CV-PS with approximate weights (alias-table draws),
+SGLD-CV with the one-gather differences (``grad_log_lik_diff_sum``) and, for the before/after figure,
+SGLD-CV on a model that gathers the rows twice (the base-class fallback), and ASGLD-CV-PS with V_0 set
+so that n_t is about n. The methods alternate within every repetition and the medians of microseconds
+per iteration are reported with the ratio to plain minibatch SGLD at the same n.
+
+``--what ksd``: the imbalanced logistic regression of ISLR ``Default`` (N = 10^4, 3.3% positives,
+:func:`sgmc.datasets.default_credit`), n = 0.1% of N = 10: fixed-n SGLD-CV against ASGLD-CV-PS with V_0
+from 10 SGLD-CV-PS pilot chains (thesis section 4.5.3), 10 chains of 10^4 iterations each, h = 0.1 /
+lambda_max. Prints both KSD curves against data passes (pilot chains counted in ASGLD-CV-PS's set-up)
+and the passes from which each stays at or below SGLD-CV's final KSD.
+
+Usage (from the repository root)::
+
+    python asv_benchmarks/peer_subsampling.py --what step [--iters 2000] [--reps 5] [--clock cpu]
+    python asv_benchmarks/peer_subsampling.py --what ksd [--iters 10000] [--chains 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import sgmc
+from sgmc.backends import default_rng
+from sgmc.estimators import (
+    AdaptiveControlVariatePS,
+    ControlVariate,
+    ControlVariatePS,
+    Minibatch,
+    PreferentialSubsampling,
+)
+from sgmc.models import LogisticRegression, Model
+
+N_DATA = 1_000_000
+BATCH = 1_000
+DIM = 10
+
+
+class TwoGatherLogistic(LogisticRegression):
+    """Logistic regression whose control-variate differences gather the rows twice (the fallback)."""
+
+    grad_log_lik_diff_sum = Model.grad_log_lik_diff_sum
+
+
+def step_study(args):
+    r = np.random.default_rng(0)
+    X = r.standard_normal((N_DATA, DIM))
+    theta = r.standard_normal(DIM) / np.sqrt(DIM)
+    y = (r.random(N_DATA) < 1.0 / (1.0 + np.exp(-X @ theta))).astype(np.float64)
+    model = LogisticRegression(X, y)
+    slow = TwoGatherLogistic(X, y)
+    centre = theta
+    t0 = time.perf_counter()
+    ests = {
+        "SGLD (WOR)": Minibatch(model, BATCH),
+        "SGLD (WR)": Minibatch(model, BATCH, replace=True),
+        "SGLD-PS": PreferentialSubsampling(model, BATCH, "approx", centre),
+        "SGLD-CV": ControlVariate(model, BATCH, centre),
+        "SGLD-CV 2 gathers": ControlVariate(slow, BATCH, centre),
+        "SGLD-CV-PS": ControlVariatePS(model, BATCH, "approx", centre),
+    }
+    a = AdaptiveControlVariatePS(model, BATCH, centre=centre, v0=1.0)
+    start = centre + 0.01
+    d2 = float(np.sum((start - centre) ** 2))
+    ests["ASGLD-CV-PS (n_t~n)"] = a.with_v0(a.v0 * a.coef * d2 / (BATCH - 0.5))
+    print(f"set-up of weights and alias tables: {time.perf_counter() - t0:.1f} s")
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    times = {k: [] for k in ests}
+    names = list(ests)
+    for rep in range(args.reps):
+        order = names if rep % 2 == 0 else names[::-1]
+        for k in order:
+            est = ests[k]
+            m = est.model
+            t0 = clock()
+            sgmc.sample(m, "sgld", est, step_size=1e-7, n_iter=args.iters, chains=1, init=start, rng=rep,
+                        progress=False)
+            times[k].append((clock() - t0) / args.iters * 1e6)
+    base = statistics.median(times["SGLD (WOR)"])
+    print(f"\nN = {N_DATA}, n = {BATCH}, d = {DIM}, 1 chain, {args.iters} iterations x {args.reps} reps "
+          f"({args.clock} clock)")
+    print(f"{'method':<22} {'us/iter':>9} {'vs SGLD (WOR)':>14} {'vs SGLD (WR)':>13}")
+    wr = statistics.median(times["SGLD (WR)"])
+    for k in names:
+        t = statistics.median(times[k])
+        print(f"{k:<22} {t:>9.1f} {t / base:>14.2f} {t / wr:>13.2f}")
+
+
+def ksd_study(args):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "figures"))
+    from _study import mode_and_curvature
+
+    from sgmc.datasets import default_credit
+    from sgmc.diagnostics import cumulative_ksd, ksd_preconditioner
+
+    c = default_credit()
+    model = LogisticRegression(c.X, c.y)
+    mode, _, lam = mode_and_curvature(model)
+    h = 0.1 / lam
+    n = max(1, round(0.001 * model.n_data))
+    fixed = ControlVariate(model, n, mode, replace=True)
+    ad = AdaptiveControlVariatePS(model, n, centre=mode, pilot_step_size=h, pilot_iter=args.pilot_iters)
+    ad = ad.prepare(default_rng(7), mode[None, :])
+    pilot_passes = ad.n_evals / model.n_data
+    ad = ad.estimator
+    thin = max(1, args.iters // 2000)
+    curves, pre = {}, None
+    for name, est, extra in (("SGLD-CV", fixed, 0.0), ("ASGLD-CV-PS", ad, pilot_passes)):
+        tr = sgmc.sample(model, "sgld", est, step_size=h, n_iter=args.iters, chains=args.chains, thin=thin,
+                         store_grads="full", rng=1, progress=False)
+        draws, grads = np.asarray(tr.draws), np.asarray(tr.grads)
+        if pre is None:
+            pre = ksd_preconditioner(draws, "med")
+        path = np.asarray(cumulative_ksd(draws, grads, preconditioner=pre))
+        passes = extra + tr.info["setup_data_passes"] + tr.stats["data_passes"].mean(axis=0)[np.asarray(tr.iterations)]
+        curves[name] = (passes, path, float(tr.stats["batch_size"].mean()))
+    target = curves["SGLD-CV"][1][-1]
+    print(f"ISLR Default: N = {model.n_data}, d = {model.dim}, n = {n}, h = {h:.3g}, {args.chains} chains x "
+          f"{args.iters} iterations; V_0 = {ad.v0:.4g} from {ad.pilot_chains} pilot chains of {ad.pilot_iter} "
+          f"iterations ({pilot_passes:.2f} passes, counted)")
+    print(f"{'method':<12} {'mean n_t':>8}  passes -> KSD at 10 checkpoints")
+    for name, (passes, path, nbar) in curves.items():
+        picks = np.unique(np.linspace(0, len(path) - 1, 10).round().astype(int))
+        pts = "  ".join(f"{passes[i]:.2f}:{path[i]:.3g}" for i in picks)
+        print(f"{name:<12} {nbar:>8.2f}  {pts}")
+    for name, (passes, path, _) in curves.items():
+        # from where on the KSD stays at or below the target
+        above = np.nonzero(path > target * (1 + 1e-12))[0]
+        first = 0 if above.size == 0 else above[-1] + 1
+        when = f"{passes[first]:.2f} passes" if first < len(path) else "not reached"
+        print(f"{name}: at or below SGLD-CV's final KSD {target:.4g} from {when} on (total {passes[-1]:.2f} passes)")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--what", choices=("step", "ksd"), default="step")
+    ap.add_argument("--iters", type=int)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--chains", type=int, default=10)
+    ap.add_argument("--pilot-iters", type=int, default=1000)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    args = ap.parse_args(argv)
+    if args.what == "step":
+        args.iters = args.iters or 2000
+        step_study(args)
+    else:
+        args.iters = args.iters or 10_000
+        ksd_study(args)
+
+
+if __name__ == "__main__":
+    main()
