@@ -39,7 +39,7 @@ import math
 from typing import Any, NamedTuple
 
 from .. import backends
-from .._array_api import Array, is_array
+from .._array_api import Array, device_of, is_array
 from .._dispatch import native
 from .._sampling import categorical, subsample_twin
 from .._validation import check_batch_size, check_choice, check_int, check_positive
@@ -118,10 +118,10 @@ def alias_table(weights: Array) -> Array:
     with_p = hx.where(p > 0, p, hx.min(p[p > 0]))
     inv = 1.0 / with_p
     table = hx.stack([hx.asarray(thresh, dtype=hx.float64), hx.astype(a, hx.float64), inv, hx.take(inv, a)], axis=1)
-    if is_array(weights) and backends.get_backend(weights).name != "numpy":
-        be = backends.get_backend(weights)
-        return backends.asarray(table, backend=be, dtype=be.xp.float64, device=weights.device)
-    return table
+    if not is_array(weights):
+        return table
+    be = backends.get_backend(weights)
+    return backends.asarray(table, backend=be, dtype=be.xp.float64, device=device_of(weights))
 
 
 def alias_draw(rng: Any, table: Array, shape: tuple[int, int]) -> tuple[Array, Array]:
