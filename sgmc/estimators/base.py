@@ -166,6 +166,18 @@ class FullGradient(Estimator):
         return g, est_state, self._info
 
 
+def diff_sum(model: Any, theta: Array, centre: Array, idx: Array, weights: Array | None = None) -> Array:
+    """``sum_i w_i [grad log f_i(theta) - grad log f_i(centre)]`` over ``idx``: the control-variate term.
+
+    Calls ``model.grad_log_lik_diff_sum`` (one gather of the rows for both points in the GLMs); a model
+    that does not have it (any object following the protocol) gets two ``grad_log_lik_sum`` calls.
+    """
+    fused = getattr(model, "grad_log_lik_diff_sum", None)
+    if fused is not None:
+        return fused(theta, centre, idx, weights)
+    return model.grad_log_lik_sum(theta, idx, weights) - model.grad_log_lik_sum(centre, idx, weights)
+
+
 def _check_subsampling(model: Any, purpose: str) -> None:
     if int(getattr(model, "n_data", 0)) < 1:
         msg = (

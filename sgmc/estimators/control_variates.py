@@ -24,7 +24,7 @@ from .._array_api import Array, check_finite, is_array
 from .._validation import check_batch_size, check_choice, check_int
 from ..models.base import check_compatible
 from ..optimize import find_mode
-from .base import EstimateInfo, Estimator, Minibatch, Prepared
+from .base import EstimateInfo, Estimator, Minibatch, Prepared, diff_sum
 
 __all__ = ["ControlVariate", "ControlVariateState", "SVRG", "SVRGState"]
 
@@ -156,7 +156,7 @@ class ControlVariate(Estimator):
         xp = m.xp
         idx = self._mb.indices(rng, position.shape[0])
         centre = xp.broadcast_to(est_state.centre, tuple(position.shape))
-        diff = m.grad_log_lik_diff_sum(position, centre, idx)
+        diff = diff_sum(m, position, centre, idx)
         g = m.grad_log_prior(position) + est_state.centre_grad + self.scale * diff
         return g, est_state, self._info
 
@@ -210,6 +210,6 @@ class SVRG(Estimator):
             est_state = SVRGState(position, m.grad_log_lik_sum(position), 0)
             info = self._refresh_info
         idx = self._mb.indices(rng, position.shape[0])
-        diff = m.grad_log_lik_diff_sum(position, est_state.snapshot, idx)
+        diff = diff_sum(m, position, est_state.snapshot, idx)
         g = m.grad_log_prior(position) + est_state.snapshot_grad + self.scale * diff
         return g, SVRGState(est_state.snapshot, est_state.snapshot_grad, est_state.count + 1), info

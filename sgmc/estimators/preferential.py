@@ -45,7 +45,7 @@ from .._sampling import categorical, subsample_twin
 from .._validation import check_batch_size, check_choice, check_int, check_positive
 from ..models.base import check_compatible, require, take_rows
 from ..optimize import find_mode, negative_hessian
-from .base import EstimateInfo, Estimator, Prepared, _check_subsampling
+from .base import EstimateInfo, Estimator, Prepared, _check_subsampling, diff_sum
 from .control_variates import ControlVariateState
 
 __all__ = [
@@ -448,7 +448,7 @@ class ControlVariatePS(_Preferential):
         else:
             idx, inv_p = self._draw(rng, position.shape[0], n)
             info = self._info
-        diff = m.grad_log_lik_diff_sum(position, centre, idx, inv_p / n)
+        diff = diff_sum(m, position, centre, idx, inv_p / n)
         g = m.grad_log_prior(position) + est_state.centre_grad + diff
         return g, est_state, info
 
@@ -645,7 +645,7 @@ class AdaptiveControlVariate(ControlVariatePS):
         cols = xp.arange(n_max, dtype=xp.int64, device=m.device)
         n_col = xp.astype(n_t, m.dtype)[:, None]
         w = xp.where(cols[None, :] < n_t[:, None], inv_p / n_col, xp.zeros_like(inv_p))
-        diff = m.grad_log_lik_diff_sum(position, centre, idx, w)
+        diff = diff_sum(m, position, centre, idx, w)
         g = m.grad_log_prior(position) + est_state.centre_grad + diff
         return g, est_state, EstimateInfo(2 * n_t, n_t)
 
