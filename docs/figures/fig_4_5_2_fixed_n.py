@@ -2,7 +2,8 @@
 
 SGLD, SGLD-CV, SGLD-PS and SGLD-CV-PS (approximate weights), 10 chains, 10 passes' worth of
 iterations (10^4 at 0.1%), started at the mode for the mode-finding estimators (the mode search counts
-as set-up passes). The papers' data cannot be downloaded here; stand-ins that install from PyPI:
+as set-up passes); SGLD starts from N(0, I) draws with an equal number of burn-in iterations, whose
+passes count too. The papers' data cannot be downloaded here; stand-ins that install from PyPI:
 
 * CASP (linear regression, N = 45,730, d = 10)  ->  ggplot2 ``diamonds`` (N = 53,940, d = 7,
   standardised log price; :func:`sgmc.datasets.diamonds`), and synthetic linear data of CASP's shape
@@ -42,9 +43,9 @@ def data_sets(large: bool):
         yield "synthetic covertype shape", LogisticRegression(s.X, s.y)
 
 
-def methods(model, n, mode, h):
+def methods(model, n, mode, h, burn):
     return {
-        "SGLD": (Minibatch(model, n, replace=True), h),
+        "SGLD": (Minibatch(model, n, replace=True), h, burn),
         "SGLD-CV": (ControlVariate(model, n, mode, replace=True), h),
         "SGLD-PS": (PreferentialSubsampling(model, n, "approx", mode), h),
         "SGLD-CV-PS": (ControlVariatePS(model, n, "approx", mode), h),
@@ -62,7 +63,7 @@ def main(argv=None):
         mode, _, lam = mode_and_curvature(model)
         n = max(1, round(0.001 * model.n_data))
         h = 0.1 / lam
-        res, timing = ksd_vs_passes(model, methods(model, n, mode, h), chains=args.chains, n_iter=args.iters,
+        res, timing = ksd_vs_passes(model, methods(model, n, mode, h, args.iters), chains=args.chains, n_iter=args.iters,
                                     thin=max(1, args.iters // 1000))
         print_table(res, f"\n{label}: N = {model.n_data}, d = {model.dim}, n = {n}, h = {h:.3g}")
         print("sampling seconds: " + ", ".join(f"{m} {t:.1f}" for m, t in timing.items()))

@@ -275,6 +275,10 @@ class _Preferential(Estimator):
         self.centre = _check_centre(model, centre)
         if self._for_cv and weights == "approx" and self.centre is None:
             require(model, ("hess_log_lik",), "SGLD-CV-PS approximate weights (weights='approx')")
+        if not self._for_cv and weights in ("approx", "exact"):
+            require(model, ("grad_log_lik",), f"SGLD-PS weights={weights!r} (per-datum gradient norms)")
+        if self._for_cv and weights == "exact":
+            require(model, ("grad_log_lik",), "SGLD-CV-PS weights='exact' (per-datum gradient norms)")
         self.probs = _static_weights(model, weights, self.centre, self.floor, self._for_cv)
         self.table = None if self.probs is None else alias_table(self.probs)
         self.exact = weights == "exact"
@@ -491,9 +495,7 @@ def calibrate_v0(estimator: Any, step_size: float, *, chains: int = 10, n_iter: 
         d2.append(xp.sum(diff * diff, axis=1))
     hx = backends.get_backend("numpy").xp
     d2 = hx.asarray(backends.to_numpy(xp.stack(d2, axis=1)), dtype=hx.float64)
-    q = hx.quantile(d2, quantile, axis=1) if hasattr(hx, "quantile") else None
-    if q is None:  # pragma: no cover - the compat namespace has quantile
-        raise RuntimeError("numpy quantile unavailable")
+    q = hx.quantile(d2, quantile, axis=1)
     return float(hx.max(q)) * _bound_sum(m, estimator.probs) / estimator.batch_size
 
 
