@@ -407,3 +407,15 @@ def test_control_variates_accept_models_without_the_fused_method():
         ga = a.estimate(default_rng(1), a.init(default_rng(0), pos - 0.1), pos)[0]
         gb = b.estimate(default_rng(1), b.init(default_rng(0), pos - 0.1), pos)[0]
         np.testing.assert_allclose(ga, gb, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", ["uniform", "one dominant", "two values", "single"])
+def test_alias_table_edge_cases(case):
+    n = 1 if case == "single" else 1000
+    w = {"uniform": np.full(n, 1.0 / n), "one dominant": np.r_[1e6, np.ones(n - 1)],
+         "two values": np.r_[np.full(n // 2, 3.0), np.full(n - n // 2, 1.0)], "single": np.ones(1)}[case]
+    table = np.asarray(alias_table(w))
+    implied = table[:, 0] / n
+    np.add.at(implied, table[:, 1].astype(int), (1.0 - table[:, 0]) / n)
+    np.testing.assert_allclose(implied, w / w.sum(), atol=1e-12)
+    assert np.all((table[:, 0] >= 0) & (table[:, 0] <= 1))

@@ -70,9 +70,15 @@ _BLOCK_ELEMENTS = 2**20
 def alias_table(weights: Array) -> Array:
     """Walker's alias table for drawing index i with probability ``weights[i] / sum(weights)``.
 
-    Built once in O(N) by Vose's (1991) method on the host, then moved to ``weights``' namespace and
-    device. Row i holds ``(threshold_i, alias_i, 1/p_i, 1/p_{alias_i})`` in float64, so one gathered
-    row gives both the draw and its reweighting factor.
+    Built in the weights' namespace and on their device, in float64, by a vectorised form of the
+    sweeping construction (Vose 1991; Huebschle-Schneider and Sanders 2019): with q_i = N p_i, the
+    "small" entries (q_i < 1) in index order need deficits 1 - q_i and the "large" ones surpluses
+    q_j - 1. Lay both out as cumulative sums; small i takes its deficit from the large j whose surplus
+    interval contains the start of its deficit interval, and a large that gives more than its surplus
+    becomes small itself, its remainder topped up by the next large. Cumulative sums and sorted
+    searches do it in O(N log N) without a Python loop. Row i holds
+    ``(threshold_i, alias_i, 1/p_i, 1/p_{alias_i})``, so one gathered row gives both the draw and its
+    reweighting factor.
 
     Parameters
     ----------
@@ -93,35 +99,51 @@ def alias_table(weights: Array) -> Array:
     >>> np.round(np.bincount(idx[0], minlength=3) / 100_000, 2)
     array([0.1, 0.2, 0.7])
     """
-    hx = backends.get_backend("numpy").xp
-    w = hx.asarray(backends.to_numpy(weights), dtype=hx.float64)
-    n = int(w.shape[0])
-    if w.ndim != 1 or n == 0 or not bool(hx.all(hx.isfinite(w))) or bool(hx.any(w < 0)) or float(hx.sum(w)) <= 0:
+    if not is_array(weights):
+        weights = backends.asarray(weights, backend="numpy")
+    xp = backends.get_backend(weights).xp
+    dev = device_of(weights)
+    w = xp.astype(weights, xp.float64)
+    n = int(w.shape[0]) if w.ndim == 1 else 0
+    if n == 0 or not bool(xp.all(xp.isfinite(w))) or bool(xp.any(w < 0)) or not bool(xp.any(w > 0)):
         msg = "`weights` must be a non-empty 1-D array of finite, non-negative numbers with a positive sum"
         raise ValueError(msg)
-    p = w / hx.sum(w)
-    q = (p * n).tolist()
-    thresh = [1.0] * n
-    alias = list(range(n))
-    small = [i for i in range(n) if q[i] < 1.0]
-    large = [i for i in range(n) if q[i] >= 1.0]
-    while small and large:
-        s = small.pop()
-        g = large[-1]
-        thresh[s] = q[s]
-        alias[s] = g
-        q[g] = (q[g] + q[s]) - 1.0
-        if q[g] < 1.0:
-            small.append(large.pop())
-    # leftovers (rounding) keep threshold 1: they are drawn only as themselves
-    a = hx.asarray(alias, dtype=hx.int64)
-    with_p = hx.where(p > 0, p, hx.min(p[p > 0]))
-    inv = 1.0 / with_p
-    table = hx.stack([hx.asarray(thresh, dtype=hx.float64), hx.astype(a, hx.float64), inv, hx.take(inv, a)], axis=1)
-    if not is_array(weights):
-        return table
-    be = backends.get_backend(weights)
-    return backends.asarray(table, backend=be, dtype=be.xp.float64, device=device_of(weights))
+    p = w / xp.sum(w)
+    q = p * n
+    # the largest entry is always "large" (rounding can push every q_i just below 1)
+    top = xp.argmax(q)
+    small = (q < 1.0) & (xp.arange(n, dtype=xp.int64, device=dev) != xp.astype(top, xp.int64))
+    n_small = int(xp.sum(xp.astype(small, xp.int64)))
+    order = xp.argsort(xp.astype(~small, xp.int8), stable=True)      # smalls, then larges, in index order
+    S, L = order[:n_small], order[n_small:]
+    n_large = n - n_small
+    zero = xp.zeros((1,), dtype=xp.float64, device=dev)
+    D = xp.concat([zero, xp.cumulative_sum(1.0 - xp.take(q, S))])   # deficit boundaries (n_small + 1,)
+    E = xp.concat([zero, xp.cumulative_sum(xp.take(q, L) - 1.0)])   # surplus boundaries (n_large + 1,)
+    last = xp.asarray(n_large - 1, dtype=xp.int64, device=dev)
+    # smalls: the large whose surplus interval holds the start of the deficit interval
+    j = xp.astype(xp.searchsorted(E, D[:-1], side="right"), xp.int64) - 1
+    j = xp.minimum(xp.maximum(j, xp.zeros_like(j)), last)
+    thr_s = xp.take(q, S)
+    alias_s = xp.take(L, j)
+    # larges: what is left after the smalls that start in its interval (and the previous large's overflow)
+    nxt = E[1:]
+    pos = xp.astype(xp.searchsorted(D, nxt, side="left"), xp.int64)
+    pos = xp.minimum(pos, xp.asarray(n_small, dtype=xp.int64, device=dev))
+    covered = xp.take(D, pos)
+    thr_l = xp.minimum(1.0 + nxt - covered, xp.ones_like(nxt))
+    k = xp.arange(n_large, dtype=xp.int64, device=dev)
+    alias_l = xp.take(L, xp.minimum(k + 1, last))
+    is_last = k == last
+    thr_l = xp.where(is_last, xp.ones_like(thr_l), thr_l)
+    # back to index order through the inverse permutation
+    inv = xp.argsort(order)
+    thresh = xp.take(xp.concat([thr_s, thr_l]), inv)
+    alias = xp.take(xp.concat([alias_s, alias_l]), inv)
+    pos_p = p > 0
+    smallest = xp.min(xp.where(pos_p, p, xp.ones_like(p)))
+    inv_p = 1.0 / xp.where(pos_p, p, smallest)
+    return xp.stack([thresh, xp.astype(alias, xp.float64), inv_p, xp.take(inv_p, alias)], axis=1)
 
 
 def alias_draw(rng: Any, table: Array, shape: tuple[int, int]) -> tuple[Array, Array]:
