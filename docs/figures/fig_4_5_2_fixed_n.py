@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
 from _study import ksd_vs_passes, mode_and_curvature, plot, print_table
 
 from sgmc.datasets import classification_data, default_credit, diamonds, linear_regression_data

@@ -39,9 +39,8 @@ import math
 from typing import Any
 
 from .. import backends
-from .._array_api import Array, is_array
+from .._array_api import Array
 from .._validation import check_choice, check_int, check_positive
-from ..models.base import check_compatible, require
 from .base import EstimateInfo, Estimator, _check_subsampling
 
 __all__ = ["KDPP", "DPPSubsampling", "linear_kernel", "DEFAULT_MAX_N"]

@@ -35,13 +35,11 @@ largest (1/n) q_95 sum_i L_i^2 / p_i over the chains.
 
 from __future__ import annotations
 
-import math
-from typing import Any, NamedTuple
+from typing import Any
 
 from .. import backends
 from .._array_api import Array, device_of, is_array
-from .._dispatch import native
-from .._sampling import categorical, subsample_twin
+from .._sampling import categorical
 from .._validation import check_batch_size, check_choice, check_int, check_positive
 from ..models.base import check_compatible, require, take_rows
 from ..optimize import find_mode, negative_hessian
