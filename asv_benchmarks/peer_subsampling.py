@@ -17,7 +17,7 @@ and the passes from which each stays at or below SGLD-CV's final KSD.
 Usage (from the repository root)::
 
     python asv_benchmarks/peer_subsampling.py --what step [--iters 2000] [--reps 5] [--clock cpu]
-    python asv_benchmarks/peer_subsampling.py --what ksd [--iters 10000] [--chains 10]
+    python asv_benchmarks/peer_subsampling.py --what ksd [--iters 10000] [--chains 10] [--seeds 5]
 """
 
 from __future__ import annotations
@@ -108,16 +108,28 @@ def ksd_study(args):
     mode, _, lam = mode_and_curvature(model)
     h = 0.1 / lam
     n = max(1, round(0.001 * model.n_data))
+    summary = []
+    for seed in range(args.seeds):
+        summary.append(_ksd_one(args, model, mode, h, n, seed, cumulative_ksd, ksd_preconditioner))
+    if args.seeds > 1:
+        print("\nper seed: final KSD of SGLD-CV / ASGLD-CV-PS, passes of each, and the passes from which "
+              "ASGLD-CV-PS stays at or below SGLD-CV's final KSD")
+        for seed, row in enumerate(summary):
+            print(f"  seed {seed}: KSD {row[0]:.3g} / {row[1]:.3g}, passes {row[2]:.1f} / {row[3]:.1f}, "
+                  f"reached at {row[4]}")
+
+
+def _ksd_one(args, model, mode, h, n, seed, cumulative_ksd, ksd_preconditioner):
     fixed = ControlVariate(model, n, mode, replace=True)
     ad = AdaptiveControlVariatePS(model, n, centre=mode, pilot_step_size=h, pilot_iter=args.pilot_iters)
-    ad = ad.prepare(default_rng(7), mode[None, :])
+    ad = ad.prepare(default_rng(100 + seed), mode[None, :])
     pilot_passes = ad.n_evals / model.n_data
     ad = ad.estimator
     thin = max(1, args.iters // 2000)
     curves, pre = {}, None
     for name, est, extra in (("SGLD-CV", fixed, 0.0), ("ASGLD-CV-PS", ad, pilot_passes)):
         tr = sgmc.sample(model, "sgld", est, step_size=h, n_iter=args.iters, chains=args.chains, thin=thin,
-                         store_grads="full", rng=1, progress=False)
+                         store_grads="full", rng=seed, progress=False)
         draws, grads = np.asarray(tr.draws), np.asarray(tr.grads)
         if pre is None:
             pre = ksd_preconditioner(draws, "med")
@@ -125,7 +137,7 @@ def ksd_study(args):
         passes = extra + tr.info["setup_data_passes"] + tr.stats["data_passes"].mean(axis=0)[np.asarray(tr.iterations)]
         curves[name] = (passes, path, float(tr.stats["batch_size"].mean()))
     target = curves["SGLD-CV"][1][-1]
-    print(f"ISLR Default: N = {model.n_data}, d = {model.dim}, n = {n}, h = {h:.3g}, {args.chains} chains x "
+    print(f"\nseed {seed}. ISLR Default: N = {model.n_data}, d = {model.dim}, n = {n}, h = {h:.3g}, {args.chains} chains x "
           f"{args.iters} iterations; V_0 = {ad.v0:.4g} from {ad.pilot_chains} pilot chains of {ad.pilot_iter} "
           f"iterations ({pilot_passes:.2f} passes, counted)")
     print(f"{'method':<12} {'mean n_t':>8}  passes -> KSD at 10 checkpoints")
@@ -133,12 +145,15 @@ def ksd_study(args):
         picks = np.unique(np.linspace(0, len(path) - 1, 10).round().astype(int))
         pts = "  ".join(f"{passes[i]:.2f}:{path[i]:.3g}" for i in picks)
         print(f"{name:<12} {nbar:>8.2f}  {pts}")
+    when = "not reached"
     for name, (passes, path, _) in curves.items():
         # from where on the KSD stays at or below the target
         above = np.nonzero(path > target * (1 + 1e-12))[0]
         first = 0 if above.size == 0 else above[-1] + 1
         when = f"{passes[first]:.2f} passes" if first < len(path) else "not reached"
         print(f"{name}: at or below SGLD-CV's final KSD {target:.4g} from {when} on (total {passes[-1]:.2f} passes)")
+    a, b = curves["SGLD-CV"], curves["ASGLD-CV-PS"]
+    return a[1][-1], b[1][-1], a[0][-1], b[0][-1], when
 
 
 def main(argv=None):
@@ -149,6 +164,7 @@ def main(argv=None):
     ap.add_argument("--chains", type=int, default=10)
     ap.add_argument("--pilot-iters", type=int, default=1000)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    ap.add_argument("--seeds", type=int, default=1, help="ksd: repeat with this many seeds (chains and pilots)")
     args = ap.parse_args(argv)
     if args.what == "step":
         args.iters = args.iters or 2000
