@@ -419,3 +419,19 @@ def test_alias_table_edge_cases(case):
     np.add.at(implied, table[:, 1].astype(int), (1.0 - table[:, 0]) / n)
     np.testing.assert_allclose(implied, w / w.sum(), atol=1e-12)
     assert np.all((table[:, 0] >= 0) & (table[:, 0] <= 1))
+
+
+def test_cli_runs_the_new_estimators():
+    import contextlib
+    import io
+
+    from sgmc.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["run", "--quick", "--no-progress", "--n-data", "500", "--dim", "3", "--iters", "200",
+                     "--reference-iters", "100", "--estimator", "ps,cv-ps,adaptive-cv,adaptive-cv-ps,saga,dpp"])
+    assert code == 0, err.getvalue()
+    text = out.getvalue()
+    for label in ("SGLD-PS", "SGLD-CV-PS", "SGLD-ADAPTIVE-CV", "SGLD-ADAPTIVE-CV-PS", "SGLD-SAGA", "SGLD-DPP"):
+        assert any(line.split()[:1] == [label] for line in text.splitlines()), (label, text)
