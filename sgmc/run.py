@@ -96,8 +96,9 @@ def sample(
         ``"sgld"``, ``"sghmc"``, ``"sgnht"``, ``"psgld"``, ``"ula"``, ``"mala"`` or a configured
         sampler object (see :mod:`sgmc.samplers`).
     estimator : str or GradientEstimator, default "minibatch"
-        ``"full"``, ``"minibatch"``, ``"cv"``, ``"svrg"`` or a configured estimator. ULA and MALA
-        always use the exact gradient.
+        ``"full"``, ``"minibatch"``, ``"cv"``, ``"svrg"``, ``"ps"``, ``"cv-ps"``, ``"adaptive-cv"``,
+        ``"adaptive-cv-ps"``, ``"saga"``, ``"dpp"`` (see ``docs/subsampling.md``) or a configured
+        estimator. ULA and MALA always use the exact gradient.
     step_size : float, schedule or sequence
         h in the review's convention (SGLD: theta' = theta + (h/2) g + N(0, h I)); a callable
         ``k -> h_k`` such as :class:`sgmc.samplers.polynomial`, or ``n_iter`` values.
@@ -110,7 +111,8 @@ def sample(
     burn_in, thin : int
         Iterations discarded at the start, and the interval between kept draws.
     init : array (dim,) or (chains, dim), optional
-        Starting positions; default N(0, I) draws, or the control-variate centre for ``"cv"``.
+        Starting positions; default N(0, I) draws, or the posterior mode for the estimators that find
+        it (``"cv"``, ``"ps"``, ``"cv-ps"``, ``"adaptive-cv"``, ``"adaptive-cv-ps"``).
     rng : None, int, SeedSequence or Generator
         Seed (SPEC 7). Independent streams are spawned for initialisation, estimator set-up and each
         group of chains.
