@@ -40,6 +40,7 @@ from sgmc.estimators import (
     PreferentialSubsampling,
 )
 from sgmc.models import LogisticRegression, Model
+from sgmc.optimize import newton
 
 N_DATA = 1_000_000
 BATCH = 1_000
@@ -59,8 +60,8 @@ def step_study(args):
     y = (r.random(N_DATA) < 1.0 / (1.0 + np.exp(-X @ theta))).astype(np.float64)
     model = LogisticRegression(X, y)
     slow = TwoGatherLogistic(X, y)
-    centre = theta
     t0 = time.perf_counter()
+    centre = np.asarray(newton(model, theta)[0]).reshape(-1)      # the mode: chains stay near it
     ests = {
         "SGLD (WOR)": Minibatch(model, BATCH),
         "SGLD (WR)": Minibatch(model, BATCH, replace=True),
@@ -76,6 +77,7 @@ def step_study(args):
     print(f"set-up of weights and alias tables: {time.perf_counter() - t0:.1f} s")
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     times = {k: [] for k in ests}
+    batch = {}
     names = list(ests)
     for rep in range(args.reps):
         order = names if rep % 2 == 0 else names[::-1]
@@ -83,17 +85,18 @@ def step_study(args):
             est = ests[k]
             m = est.model
             t0 = clock()
-            sgmc.sample(m, "sgld", est, step_size=1e-7, n_iter=args.iters, chains=1, init=start, rng=rep,
-                        progress=False)
+            tr = sgmc.sample(m, "sgld", est, step_size=1e-7, n_iter=args.iters, chains=1, init=start, rng=rep,
+                             progress=False)
             times[k].append((clock() - t0) / args.iters * 1e6)
+            batch[k] = float(tr.stats["batch_size"].mean())
     base = statistics.median(times["SGLD (WOR)"])
     print(f"\nN = {N_DATA}, n = {BATCH}, d = {DIM}, 1 chain, {args.iters} iterations x {args.reps} reps "
           f"({args.clock} clock)")
-    print(f"{'method':<22} {'us/iter':>9} {'vs SGLD (WOR)':>14} {'vs SGLD (WR)':>13}")
+    print(f"{'method':<22} {'mean n':>7} {'us/iter':>9} {'vs SGLD (WOR)':>14} {'vs SGLD (WR)':>13}")
     wr = statistics.median(times["SGLD (WR)"])
     for k in names:
         t = statistics.median(times[k])
-        print(f"{k:<22} {t:>9.1f} {t / base:>14.2f} {t / wr:>13.2f}")
+        print(f"{k:<22} {batch[k]:>7.0f} {t:>9.1f} {t / base:>14.2f} {t / wr:>13.2f}")
 
 
 def ksd_study(args):
