@@ -199,11 +199,14 @@ def test_pseudo_variance_closed_form_matches_monte_carlo():
         (PreferentialSubsampling(model, 4, "uniform", _MODE), dict(weights="uniform")),
         (ControlVariatePS(model, 4, "approx", _MODE), dict(weights="approx", mode=_MODE, control_variate=True)),
         (ControlVariatePS(model, 4, "exact", _MODE), dict(weights="exact", mode=_MODE, control_variate=True)),
+        (make_estimator("minibatch", model, 4), dict(replace=False)),
+        (make_estimator("minibatch", model, 120), dict(replace=False)),   # finite-population factor 0.4
     ]:
         g, _, _ = est.estimate(default_rng(5), est.init(None, pos), pos)
+        g = np.asarray(g)
         err = np.sum((np.asarray(g) - full) ** 2, axis=1)
         mc, se = err.mean(), err.std(ddof=1) / np.sqrt(draws)
-        exact = float(pseudo_variance(model, theta, 4, **kw))
+        exact = float(pseudo_variance(model, theta, est.batch_size, **kw))
         assert abs(mc - exact) < Z_TOL * se, (kw, mc, exact, se)
 
 
