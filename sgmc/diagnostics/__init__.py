@@ -10,7 +10,7 @@ The submodules are imported here, before their functions are bound, so ``sgmc.di
 ``sgmc.diagnostics.ksd`` stay the functions even after ``import sgmc.diagnostics.ess``.
 """
 
-from .ess import ess, ess_batch_means, rhat
+from .ess import ess, hdi, mcse, rhat
 from .ksd import cumulative_ksd, ksd, ksd_preconditioner
 from .metrics import gaussian_kl_from_samples, kl_gaussian, log_loss, mse, predictive_log_lik
 from .thinning import stein_thin
@@ -21,7 +21,8 @@ __all__ = [
     "ksd_preconditioner",
     "stein_thin",
     "ess",
-    "ess_batch_means",
+    "mcse",
+    "hdi",
     "rhat",
     "kl_gaussian",
     "gaussian_kl_from_samples",
