@@ -13,6 +13,7 @@ The submodules are imported here, before their functions are bound, so ``sgmc.di
 from .ess import ess, hdi, mcse, rhat
 from .ksd import cumulative_ksd, ksd, ksd_preconditioner
 from .metrics import gaussian_kl_from_samples, kl_gaussian, log_loss, mse, predictive_log_lik
+from .summary import Summary, summary
 from .thinning import stein_thin
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "mcse",
     "hdi",
     "rhat",
+    "summary",
+    "Summary",
     "kl_gaussian",
     "gaussian_kl_from_samples",
     "log_loss",
