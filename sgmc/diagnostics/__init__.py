@@ -11,7 +11,7 @@ The submodules are imported here, before their functions are bound, so ``sgmc.di
 """
 
 from .ess import ess, hdi, mcse, rhat
-from .ksd import cumulative_ksd, ksd, ksd_preconditioner
+from .ksd import KSDByVariable, cumulative_ksd, ksd, ksd_by_variable, ksd_preconditioner
 from .metrics import gaussian_kl_from_samples, kl_gaussian, log_loss, mse, predictive_log_lik
 from .summary import Summary, summary
 from .thinning import stein_thin
@@ -20,6 +20,8 @@ __all__ = [
     "ksd",
     "cumulative_ksd",
     "ksd_preconditioner",
+    "ksd_by_variable",
+    "KSDByVariable",
     "stein_thin",
     "ess",
     "mcse",

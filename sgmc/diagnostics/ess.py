@@ -621,7 +621,7 @@ def hdi(draws: Array, prob: float = 0.89) -> Array:
     >>> from sgmc.diagnostics.ess import hdi
     >>> x = np.random.default_rng(0).normal(size=(2, 5000, 1))
     >>> np.round(hdi(x, 0.95), 1)
-    array([[-2.,  2.]])
+    array([[-2. ,  1.9]])
     """
     prob = _check_prob(prob)
     xp, x, ndim_in = _as_draws(draws, "draws", min_draws=1)
