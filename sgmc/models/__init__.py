@@ -7,6 +7,7 @@ of a user-defined model, and :mod:`sgmc.models.transforms` for reparametrisation
 from .base import IIDData, Model, Target, check_compatible, check_target, provides, require, take_rows
 from .gaussian import Gaussian, GaussianTarget
 from .glm import LinearRegression, LogisticRegression
+from .simplex import DirichletCategorical
 from .transforms import Affine
 
 __all__ = [
@@ -23,4 +24,5 @@ __all__ = [
     "LinearRegression",
     "LogisticRegression",
     "Affine",
+    "DirichletCategorical",
 ]

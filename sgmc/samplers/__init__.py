@@ -28,19 +28,20 @@ from .langevin import MALA, PSGLD, SGLD, ULA, LangevinState, MALAState, PSGLDSta
 from .metrics import GLMFisherMetric, Metric
 from .recipe import Recipe, RecipeState
 from .riemannian import SGRLD, SGRHMC, SGRHMCState
+from .scir import SCIR, SCIRState
 
 __all__ = [
     "Sampler", "SamplerBase", "StepInfo", "add_costs",
     "Schedule", "constant", "polynomial", "step_sizes", "to_epsilon", "from_learning_rate",
-    "SGLD", "ULA", "PSGLD", "MALA", "SGHMC", "SGNHT", "SGRLD", "SGRHMC", "Recipe",
+    "SGLD", "ULA", "PSGLD", "MALA", "SGHMC", "SGNHT", "SGRLD", "SGRHMC", "Recipe", "SCIR",
     "Metric", "GLMFisherMetric",
-    "LangevinState", "PSGLDState", "MALAState", "SGHMCState", "SGNHTState", "SGRHMCState", "RecipeState",
+    "LangevinState", "PSGLDState", "MALAState", "SGHMCState", "SGNHTState", "SGRHMCState", "RecipeState", "SCIRState",
     "make_sampler", "SAMPLERS",
 ]
 
 SAMPLERS = {
     "sgld": SGLD, "ula": ULA, "psgld": PSGLD, "mala": MALA, "sghmc": SGHMC, "sgnht": SGNHT,
-    "sgrld": SGRLD, "sgrhmc": SGRHMC, "recipe": Recipe,
+    "sgrld": SGRLD, "sgrhmc": SGRHMC, "recipe": Recipe, "scir": SCIR,
 }
 
 

@@ -66,6 +66,11 @@ class SGRLD(SamplerBase):
         (:func:`sgmc.sample` passes the model).
     model : Model, optional
         Needed for ``metric="fisher"``.
+    mirror : bool, default False
+        Replace the position by its absolute value after every step: the reflection at zero of
+        Patterson and Teh's (2013) expanded-mean parametrisation of the simplex
+        (:meth:`sgmc.models.DirichletCategorical.metric`). Near the boundary its Euler steps are biased;
+        :class:`~sgmc.samplers.SCIR` is not.
 
     Notes
     -----
@@ -93,8 +98,9 @@ class SGRLD(SamplerBase):
 
     name = "sgrld"
 
-    def __init__(self, metric: Any = "fisher", model: Any = None):
+    def __init__(self, metric: Any = "fisher", model: Any = None, mirror: bool = False):
         self.metric = as_metric(metric, model)
+        self.mirror = bool(mirror)
 
     def init(self, rng, position, estimator, est_state=None):
         g, est_state, _ = self.start(rng, position, estimator, est_state)
@@ -112,6 +118,8 @@ class SGRLD(SamplerBase):
             x = x + (0.5 * h) * (inv * g + gam) + xp.sqrt(h * inv) * z
         else:
             x = x + (0.5 * h) * (matvec(inv, g) + gam) + math.sqrt(h) * matvec(m.inverse_sqrt(x), z)
+        if self.mirror:
+            x = xp.abs(x)
         g, es, info = estimator.estimate(rng, state.est_state, x)
         return _LangevinState(x, g, es), StepInfo(info)
 
