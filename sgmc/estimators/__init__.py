@@ -3,7 +3,8 @@
 Every estimator follows one contract (:class:`GradientEstimator`): ``init(rng, position) ->
 est_state`` and ``estimate(rng, est_state, position) -> (grad, est_state, EstimateInfo)``, with no
 state on the estimator object. Names accepted by :func:`sgmc.sample`: ``"full"``, ``"minibatch"``,
-``"cv"``, ``"svrg"`` (and ``"noisy"`` with ``noise_sd=``). The subset and categorical draws that
+``"cv"``, ``"svrg"``, ``"minibatch_noise"`` (with an estimate of its own error covariance), ``"cv_switch"``
+(the control variate within ``radius=`` of its centre), and ``"noisy"`` with ``noise_sd=``. The subset and categorical draws that
 estimators build on (:func:`subsample`, :func:`categorical`) are here for custom estimators.
 """
 
@@ -21,6 +22,7 @@ from .base import (
     SupportsPrepare,
 )
 from .control_variates import SVRG, ControlVariate, ControlVariateState, SVRGState
+from .noise import MinibatchNoise, NoiseState, SwitchingControlVariate
 
 __all__ = [
     "EstimateInfo",
@@ -35,6 +37,9 @@ __all__ = [
     "ControlVariateState",
     "SVRG",
     "SVRGState",
+    "MinibatchNoise",
+    "NoiseState",
+    "SwitchingControlVariate",
     "make_estimator",
     "ESTIMATORS",
     "subsample",
@@ -47,6 +52,8 @@ ESTIMATORS = {
     "cv": ControlVariate,
     "svrg": SVRG,
     "noisy": NoisyGradient,
+    "minibatch_noise": MinibatchNoise,
+    "cv_switch": SwitchingControlVariate,
 }
 
 _NO_BATCH = ("full", "noisy")
