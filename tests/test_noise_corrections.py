@@ -97,7 +97,7 @@ def test_sghmc_corrected_matches_the_exact_gradient_closed_form():
     smp = SGHMCCorrected(friction=C, n_leapfrog=1, resample_momentum=False)
     cov, se = _stationary(smp, MinibatchNoise(MODEL, BATCH, diagonal=False), h, chains=600, burn=150, keep=150)
     assert np.all(np.abs(cov - exact) <= Z_TOL * se)
-    assert np.all(np.abs(noisy - exact)[[0, 1], [0, 1]] > 2 * Z_TOL * se[[0, 1], [0, 1]])
+    assert np.all(np.abs(noisy - exact)[[0, 1], [0, 1]] > 1.5 * Z_TOL * se[[0, 1], [0, 1]])
     # the per-coordinate estimate works the same way on the diagonal
     smp_d = SGHMC(friction=C, n_leapfrog=1, resample_momentum=False, noise_estimate="minibatch")
     cov_d, se_d = _stationary(smp_d, MinibatchNoise(MODEL, BATCH), h, chains=600, burn=150, keep=150)
