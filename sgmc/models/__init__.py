@@ -4,6 +4,7 @@ See :mod:`sgmc.models.base` for the protocol (:class:`Target`, :class:`IIDData`)
 of a user-defined model, and :mod:`sgmc.models.transforms` for reparametrisations.
 """
 
+from .autodiff import TorchModel, from_torch
 from .base import IIDData, Model, Target, check_compatible, check_target, provides, require, take_rows
 from .gaussian import Gaussian, GaussianTarget
 from .glm import LinearRegression, LogisticRegression
@@ -25,4 +26,6 @@ __all__ = [
     "LogisticRegression",
     "Affine",
     "DirichletCategorical",
+    "from_torch",
+    "TorchModel",
 ]
