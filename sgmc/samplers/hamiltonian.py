@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from .._array_api import Array, array_namespace, device_of
 from .._validation import check_int, check_positive
-from .base import SamplerBase, StepInfo, add_costs
+from .base import SamplerBase, StepInfo, _lambda_max, add_costs
 from .integrators import drift, kick
 
 __all__ = ["SGHMC", "SGNHT", "SGHMCState", "SGNHTState"]
@@ -57,6 +57,10 @@ class SGHMC(SamplerBase):
     """
 
     name = "sghmc"
+
+    def step_unit(self, model, curvature, position=None, estimator=None, rng=None):
+        """1 / sqrt(lambda_max): the momentum samplers' leapfrog-like steps scale with the square root."""
+        return 1.0 / math.sqrt(_lambda_max(curvature))
 
     def __init__(self, friction: float = 1.0, n_leapfrog: int = 5, noise_estimate: Any = None,
                  resample_momentum: bool = True):
@@ -185,6 +189,10 @@ class SGNHT(SamplerBase):
     """
 
     name = "sgnht"
+
+    def step_unit(self, model, curvature, position=None, estimator=None, rng=None):
+        """1 / sqrt(lambda_max): the momentum samplers' leapfrog-like steps scale with the square root."""
+        return 1.0 / math.sqrt(_lambda_max(curvature))
 
     def __init__(self, diffusion: float = 1.0):
         self.diffusion = check_positive(diffusion, "diffusion")

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from .._array_api import Array, array_namespace, device_of, is_array
 from .._validation import check_choice
-from .base import SamplerBase, StepInfo
+from .base import SamplerBase, StepInfo, _lambda_max, _preconditioned_lambda_max
 from .metrics import matvec, sym_sqrt
 
 __all__ = ["Recipe", "RecipeState"]
@@ -97,6 +97,17 @@ class Recipe(SamplerBase):
     """
 
     name = "recipe"
+    step_note = "; the recipe sampler's step multiplies D(zeta), so it is on D's scale: tune it with sgmc.tune_step_size"
+
+    def step_unit(self, model, curvature, position=None, estimator=None, rng=None):
+        """1 / lambda_max(D^{1/2} H D^{1/2}) at ``position``; with momentum, 1 / sqrt(lambda_max(H))."""
+        if self.momentum:
+            return 1.0 / math.sqrt(_lambda_max(curvature))
+        if position is None:
+            position = model.zeros(1)[0, ...]
+        xp = array_namespace(position)
+        d = self._mat(self.D, xp.reshape(position, (1, -1)))[0, ...]
+        return 1.0 / _preconditioned_lambda_max(curvature, 0.5 * (d + xp.matrix_transpose(d)))
 
     def __init__(self, D: Any, Q: Any = None, *, gamma: Any = None, grad: Any = None, momentum: bool = False,
                  scheme: str = "euler", constant: bool = False):

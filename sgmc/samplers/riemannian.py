@@ -22,7 +22,7 @@ import math
 from typing import Any, NamedTuple
 
 from .._array_api import Array, array_namespace
-from .base import SamplerBase, StepInfo
+from .base import SamplerBase, StepInfo, _preconditioned_lambda_max
 from .metrics import GLMFisherMetric, Metric, matvec
 
 __all__ = ["SGRLD", "SGRHMC", "SGRHMCState", "as_metric"]
@@ -47,6 +47,15 @@ def as_metric(metric: Any, model: Any = None, name: str = "metric") -> Metric:
         msg = f"`{name}` must be a sgmc.samplers.Metric, an array or 'fisher'; got {metric!r}"
         raise ValueError(msg)
     return Metric(metric)
+
+
+def _metric_unit(metric: Metric, model: Any, curvature: Any, position: Any) -> float:
+    """1 / lambda_max(G^{-1/2} H G^{-1/2}) at ``position`` (default: zeros)."""
+    if position is None:
+        position = model.zeros(1)[0, ...]
+    xp = array_namespace(position)
+    inv = metric.inverse(xp.reshape(position, (1, -1)))[0, ...]
+    return 1.0 / _preconditioned_lambda_max(curvature, inv)
 
 
 class _LangevinState(NamedTuple):
@@ -97,6 +106,11 @@ class SGRLD(SamplerBase):
     """
 
     name = "sgrld"
+    step_note = "; " + _STEP_SCALE.format(name="sgrld")
+
+    def step_unit(self, model, curvature, position=None, estimator=None, rng=None):
+        """1 / lambda_max(G^{-1/2} H G^{-1/2}): about 1 for a Fisher metric."""
+        return _metric_unit(self.metric, model, curvature, position)
 
     def __init__(self, metric: Any = "fisher", model: Any = None, mirror: bool = False):
         self.metric = as_metric(metric, model)
@@ -166,9 +180,21 @@ class SGRHMC(SamplerBase):
     """
 
     name = "sgrhmc"
+    step_note = "; " + _STEP_SCALE.format(name="sgrhmc")
+
+    def step_unit(self, model, curvature, position=None, estimator=None, rng=None):
+        """1 / sqrt(lambda_max(G^{-1/2} H G^{-1/2})) (momentum steps scale with the square root)."""
+        return math.sqrt(_metric_unit(self.metric, model, curvature, position))
 
     def __init__(self, metric: Any = "fisher", model: Any = None):
         self.metric = as_metric(metric, model)
+        if not (self.metric.constant or self.metric.diagonal):
+            msg = (
+                "SGRHMC needs d/dtheta G^{-1/2}, which has no closed form for a dense position-dependent metric "
+                f"({self.metric!r}); use a diagonal metric (sgmc.samplers.Metric(..., diagonal=True)) or a "
+                "constant one (for a GLM, the Fisher metric at the mode: GLMFisherMetric(model).value(mode))"
+            )
+            raise ValueError(msg)
 
     def init(self, rng, position, estimator, est_state=None):
         g, est_state, _ = self.start(rng, position, estimator, est_state)

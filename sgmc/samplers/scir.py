@@ -141,6 +141,10 @@ class SCIR(SamplerBase):
 
     name = "scir"
 
+    def step_unit(self, model, curvature=None, position=None, estimator=None, rng=None):
+        """1: the CIR transition is exact at any step; h = 1 advances the diffusion by time 1/2."""
+        return 1.0
+
     def _a_hat(self, rng: Any, estimator: Any, chains: int) -> tuple[Array, Any]:
         model = estimator.model
         if not hasattr(model, "count_sum"):
