@@ -328,7 +328,8 @@ def tune_step_size(
             continue
         backend.synchronize()
         elapsed = time.perf_counter() - t0
-        value = float(ksd(trace.draws, trace.grads, kind=ksd_kind, **ksd_options))
+        with backend.quiet_float():       # a wild but finite pilot may overflow the kernel: KSD inf
+            value = float(ksd(trace.draws, trace.grads, kind=ksd_kind, **ksd_options))
         if not math.isfinite(value):
             value = math.inf
         if trace.n_draws >= 4:
