@@ -93,10 +93,12 @@ def sample(
     model : Model
         A posterior following the :mod:`sgmc.models` protocol; its arrays decide the backend.
     sampler : str or Sampler, default "sgld"
-        ``"sgld"``, ``"sghmc"``, ``"sgnht"``, ``"psgld"``, ``"ula"``, ``"mala"`` or a configured
+        ``"sgld"``, ``"sghmc"``, ``"sgnht"``, ``"psgld"``, ``"ula"``, ``"mala"``, ``"sgrld"``,
+        ``"sgrhmc"``, ``"recipe"``, ``"scir"``, ``"sgld_corrected"``, ``"sghmc_corrected"`` or a configured
         sampler object (see :mod:`sgmc.samplers`).
     estimator : str or GradientEstimator, default "minibatch"
-        ``"full"``, ``"minibatch"``, ``"cv"``, ``"svrg"`` or a configured estimator. ULA and MALA
+        ``"full"``, ``"minibatch"``, ``"cv"``, ``"svrg"``, ``"minibatch_noise"``, ``"cv_switch"`` or a
+        configured estimator. ULA and MALA
         always use the exact gradient.
     step_size : float, schedule or sequence
         h in the review's convention (SGLD: theta' = theta + (h/2) g + N(0, h I)); a callable

@@ -21,7 +21,7 @@ from . import backends
 from ._validation import check_int
 from .diagnostics.ess import ess
 from .diagnostics.ksd import ksd
-from .models.base import check_target, provides
+from .models.base import IIDData, check_target, provides
 from .optimize import curvature_bound, negative_hessian
 from .run import sample
 from .trace import Trace
@@ -106,14 +106,13 @@ def default_grid(model: Any, sampler: Any = None, *, estimator: Any = None, posi
         from .samplers import SamplerBase, make_sampler
 
         smp = make_sampler(sampler, model)
-        own = getattr(type(smp), "step_unit", None)
-        if own is None or own is SamplerBase.step_unit:
+        if not isinstance(smp, SamplerBase) or type(smp).step_unit is SamplerBase.step_unit:
             smp = None
     if smp is not None:
         xp = model.xp
         if position is None:
             position = model.zeros(1)[0, ...]
-        if provides(model, "hess_log_lik") and int(getattr(model, "n_data", 0)) > 0:
+        if provides(model, "hess_log_lik") and isinstance(model, IIDData) and model.n_data > 0:
             curvature = negative_hessian(model, xp.reshape(position, (-1,)))
         elif bounded:
             curvature = curvature_bound(model)
@@ -130,8 +129,8 @@ def default_grid(model: Any, sampler: Any = None, *, estimator: Any = None, posi
 
 def _sampler_grid(model, sampler, estimator, batch_size, init, rng, sampler_options, estimator_options):
     """:func:`default_grid` for the sampler and estimator of a tuning run, at the first chain's start."""
-    from .estimators import make_estimator
-    from .samplers import make_sampler
+    from .estimators import SupportsPrepare, make_estimator
+    from .samplers import PSGLD, make_sampler
 
     smp = make_sampler(sampler, model, **(sampler_options or {}))
     est = None
@@ -140,10 +139,10 @@ def _sampler_grid(model, sampler, estimator, batch_size, init, rng, sampler_opti
         xp = model.xp
         position = xp.reshape(backends.asarray(init, backend=backends.get_backend(xp), dtype=model.dtype,
                                                device=model.device), (-1, model.dim))[0, ...]
-    if getattr(smp, "name", "") == "psgld":
+    if isinstance(smp, PSGLD):
         est = make_estimator(estimator, model, batch_size, **(estimator_options or {}))
         start = model.zeros(1) if position is None else model.xp.reshape(position, (1, -1))
-        if hasattr(est, "prepare"):
+        if isinstance(est, SupportsPrepare):
             est = est.prepare(rng, start).estimator
     return default_grid(model, smp, estimator=est, position=position, rng=rng)
 

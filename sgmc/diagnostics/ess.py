@@ -1,28 +1,25 @@
-"""Effective sample size and split-R-hat for MCMC draws.
+"""Effective sample size, R-hat, Monte Carlo standard errors and HDIs for MCMC draws, as ArviZ computes them.
 
 For a stationary chain with integrated autocorrelation time tau = 1 + 2 sum_{t>=1} rho_t, the
 variance of a sample mean over n draws is that of n / tau independent draws; n / tau is the effective
-sample size (ESS). :func:`ess` estimates tau in two ways:
+sample size (ESS). Everything here follows Vehtari, Gelman, Simpson, Carpenter and Buerkner (2021,
+"Rank-normalization, folding, and localization: an improved R-hat"), with the numbers of
+``arviz-stats``:
 
-``"autocorr"``
-    Multi-chain autocorrelation estimate of Vehtari, Gelman, Simpson, Carpenter and Buerkner (2021,
-    "Rank-normalization, folding, and localization", section 3.2, their eq. 10), in its basic form
-    without rank normalisation: chains are split in halves, the autocorrelation at lag t is
-    rho_t = 1 - (W - mean_m acov_{m,t}) / var_plus with W and var_plus the within-chain and pooled
-    variances of split-R-hat, and the sum is truncated by Geyer's (1992) initial positive sequence and
-    made monotone by his initial monotone sequence. As in Stan, the first even lag after the
-    truncation point is added once when positive, and tau is bounded below by 1 / log10(total draws).
-    Autocovariances come from the FFT when the namespace has the ``fft`` extension (O(n log n));
-    otherwise from direct sums over lags, computed in blocks of lags and stopped as soon as every
-    series has reached its truncation point (O(n * truncation lag)). Both give the same numbers.
-``"batch_means"``
-    Non-overlapping batch means (Flegal and Jones 2010): the asymptotic variance is b times the
-    variance of the means of batches of b draws (default b = floor(sqrt(n))), and
-    ESS = total draws * var(draws) / that asymptotic variance.
-
-:func:`rhat` is the split-R-hat of Gelman et al. (2013, Bayesian Data Analysis, 3rd ed., section 11.4),
-as written in Vehtari et al. (2021) eqs. 3-4 without rank normalisation or folding: each chain is
-split in half and R = sqrt(var_plus / W).
+* the multi-chain autocorrelation estimate (their section 3.2, eq. 10): chains are split in halves,
+  rho_t = 1 - (W - mean_m acov_{m,t}) / var_plus with W and var_plus the within-chain and pooled
+  variances, the sum truncated by Geyer's (1992) initial positive sequence and made monotone by his
+  initial monotone sequence; as in Stan, the first even lag after the truncation point is added once
+  when positive, and tau is bounded below by 1 / log10(total draws). A constant series counts as fully
+  informative (ESS = number of draws). Autocovariances come from the FFT when the namespace has the
+  ``fft`` extension; otherwise from direct sums over lags, stopped once every series is truncated.
+* rank normalisation (section 4.1): draws pooled over chains are replaced by
+  Phi^{-1}((rank - 3/8) / (S + 1/4)) with average ranks for ties; the normal quantile is Wichura's
+  AS 241 (:func:`ndtri`), since the array API has no special functions. Bulk ESS is the ESS of the
+  rank-normalised draws; tail ESS the smaller ESS of the indicators at the 5% and 95% quantiles; R-hat
+  the larger split-R-hat of the rank-normalised and the folded (|x - median|) rank-normalised draws.
+* Monte Carlo standard errors of the mean, the sd and quantiles (section 4.3), and the highest density
+  interval of the pooled draws.
 
 Arrays follow one convention: ``(chains, n, dim)``; ``(n, dim)`` is one chain; ``(n,)`` one chain of
 a scalar. Results have shape ``(dim,)`` (or ``(chains, dim)`` per chain), and a 0-d array for 1-D
