@@ -153,3 +153,17 @@ def test_noise_estimate_on_every_backend(xb):
     st = smp.init(rng, x, MinibatchNoise(model, BATCH))
     st, _ = smp.step(rng, st, MinibatchNoise(model, BATCH), 0.01)
     assert np.all(np.isfinite(xb.to_numpy(st.position)))
+
+
+def test_switching_control_variate_on_every_backend(xb):
+    model = Gaussian(xb.asarray(np.asarray(MODEL.y)), cov=4.0, prior_cov=10.0)
+    est = SwitchingControlVariate(model, 10, centre=xb.asarray(MEAN), radius=1.0)
+    x = xb.asarray(np.stack([MEAN, MEAN + 3.0]))
+    st = est.init(xb.rng(0), x)
+    g, st, info = est.estimate(xb.rng(1), st, x)
+    assert xb.to_numpy(st.active).tolist() == [True, False]
+    assert xb.to_numpy(info.n_evals).tolist() == [20, 10]
+    # at the centre the control variate is exact for this model: the full gradient there
+    full = xb.to_numpy(model.grad_log_posterior(x))
+    tol = 1e-9 if xb.float_dtype == "float64" else 1e-3
+    np.testing.assert_allclose(xb.to_numpy(g)[0], full[0], rtol=tol, atol=tol)

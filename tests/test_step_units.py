@@ -104,3 +104,18 @@ def test_command_line_default_steps_use_each_samplers_unit():
     assert cli._step_unit(s, LOGIT, H, theta, 50, default_rng(0)) is None
     assert cli._default_step(s, lam) == pytest.approx(0.1 / lam)
     assert "sgrld" in cli.CLI_SAMPLERS and "recipe" not in cli.CLI_SAMPLERS
+
+
+def test_step_units_on_every_backend(xb):
+    Xb, yb = xb.asarray(X), xb.asarray(np.asarray(LOGIT.y))
+    model = LogisticRegression(Xb, yb)
+    theta = xb.asarray(np.zeros(3))
+    H = negative_hessian(model, theta)
+    tol = 1e-8 if xb.float_dtype == "float64" else 1e-4
+    assert make_sampler("sgrld", model).step_unit(model, H, theta) == pytest.approx(1.0, rel=tol)
+    unit = make_sampler("psgld", model).step_unit(model, H, theta, Minibatch(model, 50), xb.rng(0))
+    ref = make_sampler("psgld", LOGIT).step_unit(LOGIT, np.asarray(negative_hessian(LOGIT, np.zeros(3))),
+                                                 np.zeros(3), Minibatch(LOGIT, 50), 0)
+    assert 0.2 * ref < unit < 5 * ref                      # same law, the backend's own minibatches
+    grid = default_grid(model, "sghmc", position=theta)
+    assert len(grid) == 11 and all(math.isfinite(h) and h > 0 for h in grid)
