@@ -196,7 +196,6 @@ def test_agree_across_backends(xb, name):
             fisher = GLMFisherMetric(model)
             s = Recipe(D=fisher.inverse, gamma=fisher.gamma)
         elif name == "sgrhmc":
-            xp = model.xp
             s = SGRHMC(Metric(lambda t: 1.0 + t * t, grad=lambda t: 2.0 * t, diagonal=True))
         else:
             s = make_sampler(name, model)
