@@ -24,6 +24,7 @@ from .diagnostics.ksd import ksd
 from .models.base import IIDData, check_target, provides
 from .optimize import curvature_bound, negative_hessian
 from .run import sample
+from .samplers import NoiseCorrectionError
 from .trace import Trace
 
 __all__ = ["tune_step_size", "TuningResult", "default_grid"]
@@ -193,7 +194,9 @@ def tune_step_size(
     ``pilot_iters`` iterations with ``store_grads="full"``, thinned so that at most ``n_ksd`` draws
     are kept over all chains; score the pooled kept draws by :func:`sgmc.diagnostics.ksd` with the
     exact scores; return the h with the smallest KSD. A run whose chains diverge
-    (:class:`FloatingPointError` from :func:`sgmc.sample`) gets KSD ``inf`` and is marked in the table.
+    (:class:`FloatingPointError` from :func:`sgmc.sample`), or whose gradient-noise correction is not
+    possible at that step (:class:`~sgmc.samplers.NoiseCorrectionError`), gets KSD ``inf`` and is
+    marked in the table.
 
     Parameters
     ----------
@@ -320,7 +323,7 @@ def tune_step_size(
                 rng=stream, store_grads="full", progress=progress,
                 sampler_options=sampler_options, estimator_options=estimator_options,
             )
-        except FloatingPointError:
+        except (FloatingPointError, NoiseCorrectionError):   # diverged, or a noise correction infeasible
             table.append({"step_size": h, "ksd": math.inf, "ess": math.nan,
                           "time": time.perf_counter() - t0, "diverged": True})
             traces.append(None)

@@ -119,3 +119,10 @@ def test_step_units_on_every_backend(xb):
     assert 0.2 * ref < unit < 5 * ref                      # same law, the backend's own minibatches
     grid = default_grid(model, "sghmc", position=theta)
     assert len(grid) == 11 and all(math.isfinite(h) and h > 0 for h in grid)
+
+
+def test_tuning_marks_steps_where_the_noise_correction_is_impossible():
+    res = sgmc.tune_step_size(LOGIT, "sgld_corrected", "minibatch_noise", grid=[1e-4, 0.5], batch_size=50,
+                              pilot_iters=100, chains=2, n_ksd=50, init=np.zeros(3), rng=0)
+    assert [row["diverged"] for row in res.table] == [False, True]
+    assert res.best == 1e-4

@@ -23,7 +23,7 @@ from .base import (
     step_sizes,
     to_epsilon,
 )
-from .corrections import SGHMCCorrected, VollmerSGLD
+from .corrections import NoiseCorrectionError, SGHMCCorrected, VollmerSGLD
 from .hamiltonian import SGHMC, SGNHT, SGHMCState, SGNHTState
 from .langevin import MALA, PSGLD, SGLD, ULA, LangevinState, MALAState, PSGLDState
 from .metrics import GLMFisherMetric, Metric
@@ -34,7 +34,7 @@ from .scir import SCIR, SCIRState
 __all__ = [
     "Sampler", "SamplerBase", "StepInfo", "add_costs",
     "Schedule", "constant", "polynomial", "step_sizes", "to_epsilon", "from_learning_rate",
-    "SGLD", "ULA", "PSGLD", "MALA", "SGHMC", "SGNHT", "SGRLD", "SGRHMC", "Recipe", "SCIR", "VollmerSGLD", "SGHMCCorrected",
+    "SGLD", "ULA", "PSGLD", "MALA", "SGHMC", "SGNHT", "SGRLD", "SGRHMC", "Recipe", "SCIR", "VollmerSGLD", "SGHMCCorrected", "NoiseCorrectionError",
     "Metric", "GLMFisherMetric",
     "LangevinState", "PSGLDState", "MALAState", "SGHMCState", "SGNHTState", "SGRHMCState", "RecipeState", "SCIRState",
     "make_sampler", "SAMPLERS",

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from .._array_api import array_namespace, device_of
 from .base import SamplerBase, StepInfo
-from .hamiltonian import SGHMC
+from .hamiltonian import SGHMC, NoiseCorrectionError
 from .langevin import LangevinState
 from .metrics import matvec, sym_sqrt
 
-__all__ = ["VollmerSGLD", "SGHMCCorrected", "noise_estimate_of"]
+__all__ = ["VollmerSGLD", "SGHMCCorrected", "NoiseCorrectionError", "noise_estimate_of"]
 
 
 def noise_estimate_of(est_state, sampler: str):
@@ -80,7 +80,7 @@ class VollmerSGLD(SamplerBase):
         if v.ndim == 2:
             var = h - 0.25 * h * h * v
             if not self.clip and not bool(xp.all(var >= 0)):
-                raise ValueError(self._message(h, float(xp.min(var))))
+                raise NoiseCorrectionError(self._message(h, float(xp.min(var))))
             noise = xp.sqrt(xp.clip(var, min=0.0)) * z
         else:
             eye = xp.eye(x.shape[-1], dtype=x.dtype, device=device_of(x))
@@ -88,7 +88,7 @@ class VollmerSGLD(SamplerBase):
             if not self.clip:
                 low = float(xp.min(xp.linalg.eigvalsh(cov)))
                 if low < -1e-12 * h:
-                    raise ValueError(self._message(h, low))
+                    raise NoiseCorrectionError(self._message(h, low))
             noise = matvec(sym_sqrt(xp, cov), z)
         x = x + (0.5 * h) * state.grad + noise
         g, es, info = estimator.estimate(rng, state.est_state, x)

@@ -23,7 +23,12 @@ from .._validation import check_int, check_positive
 from .base import SamplerBase, StepInfo, _lambda_max, add_costs
 from .integrators import drift, kick
 
-__all__ = ["SGHMC", "SGNHT", "SGHMCState", "SGNHTState"]
+__all__ = ["SGHMC", "SGNHT", "SGHMCState", "SGNHTState", "NoiseCorrectionError"]
+
+
+class NoiseCorrectionError(ValueError):
+    """A gradient-noise correction that cannot be applied at this step size (the corrected noise
+    covariance is not positive semi-definite); :func:`sgmc.tune_step_size` treats it like divergence."""
 
 
 class SGHMCState(NamedTuple):
@@ -103,7 +108,7 @@ class SGHMC(SamplerBase):
                         f"SGHMC noise correction needs friction C I >= (h/4) V_hat; with step_size={h} and "
                         f"friction={C} it is not positive semi-definite: lower the step size or raise the friction"
                     )
-                    raise ValueError(msg)
+                    raise NoiseCorrectionError(msg)
                 return math.sqrt(h) * sym_sqrt(xp, cov)
         if v_hat is None:
             return math.sqrt(h * C)
@@ -114,7 +119,7 @@ class SGHMC(SamplerBase):
                 f"SGHMC noise correction needs friction C > (h/4) V_hat; with step_size={h} and "
                 f"friction={C} it is not positive: lower the step size or raise the friction"
             )
-            raise ValueError(msg)
+            raise NoiseCorrectionError(msg)
         return math.sqrt(h * var) if isinstance(var, float) else xp.sqrt(h * var)
 
     def step(self, rng, state, estimator, step_size):
