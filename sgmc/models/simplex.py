@@ -20,6 +20,15 @@ from .base import Model, as_data_array, take_rows
 __all__ = ["DirichletCategorical"]
 
 
+def _inverse(w: Array) -> Array:
+    """The expanded-mean metric's diagonal 1 / omega (module level, so samplers using it pickle)."""
+    return 1.0 / w
+
+
+def _inverse_grad(w: Array) -> Array:
+    return -1.0 / (w * w)
+
+
 class DirichletCategorical(Model):
     """theta ~ Dirichlet(alpha), z_i | theta ~ Multinomial(|z_i|, theta), parametrised by omega (expanded mean).
 
@@ -109,7 +118,7 @@ class DirichletCategorical(Model):
         """The expanded-mean metric G = diag(1 / omega) for SGRLD (D = diag(omega), Gamma = 1)."""
         from ..samplers.metrics import Metric
 
-        return Metric(lambda w: 1.0 / w, grad=lambda w: -1.0 / (w * w), diagonal=True)
+        return Metric(_inverse, grad=_inverse_grad, diagonal=True)
 
     def __repr__(self) -> str:
         return f"DirichletCategorical(n_data={self.n_data}, K={self.dim})"
