@@ -46,13 +46,16 @@ class ChainsResult(NamedTuple):
     state: Any
 
 
-def check_diverged(xp: Any, position: Array, k: int, h: float, name: str) -> None:
-    """Raise ``FloatingPointError`` naming the step size if any position is not finite."""
+def check_diverged(xp: Any, position: Array, k: int, h: float, name: str, note: str = "") -> None:
+    """Raise ``FloatingPointError`` naming the step size if any position is not finite.
+
+    ``note`` (a sampler's ``step_note``) says how a sampler whose step is on its own scale is tuned.
+    """
     if not bool(xp.all(xp.isfinite(position))):
         msg = (
             f"{name} chain diverged by iteration {k + 1}: positions are no longer finite with "
             f"step_size={h:g}; decrease the step size (SGLD on a target whose log density has a "
-            "gradient with Lipschitz constant M is stable only for h < 4/M)"
+            f"gradient with Lipschitz constant M is stable only for h < 4/M){note}"
         )
         raise FloatingPointError(msg)
 
@@ -131,7 +134,7 @@ def run_chains(
                 callback(k, state)
             wall[k] = time.perf_counter() - t0
             if (k + 1) % check_every == 0 or k + 1 == n_iter:
-                check_diverged(xp, state.position, k, step_sizes[k], sampler.name)
+                check_diverged(xp, state.position, k, step_sizes[k], sampler.name, getattr(sampler, "step_note", ""))
             if progress is not None and ((k + 1) % progress_every == 0 or k + 1 == n_iter):
                 progress(k + 1)
     stats = step_stats(infos, chains)

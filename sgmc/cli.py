@@ -48,6 +48,8 @@ QUICK = {"n": 5_000, "dim": 10, "n_test": 2_000, "iters": 2_000, "ref_chains": 2
 # the Langevin samplers and h = factor / sqrt(lambda_max) for the momentum samplers, where lambda_max
 # is the largest eigenvalue of the negative Hessian of log pi at the mode. The factors come from
 # pilot runs on the default job (see docs/samplers.md); --step-size overrides them.
+# Samplers whose step is on their own scale (pSGLD, SGRLD with the Fisher metric, SGRHMC) take the
+# factor of their family times their ``step_unit`` at the mode instead of 1 / lambda_max.
 STEP_FACTORS = {
     ("sgld", "minibatch"): 0.1,
     ("sgld", "cv"): 0.5,
@@ -55,22 +57,22 @@ STEP_FACTORS = {
     ("sgld", "full"): 0.5,
     ("ula", "full"): 0.5,
     ("mala", "full"): 1.0,
-    # pSGLD's preconditioner rescales the step by about 1 / |per-datum gradient|, hence the small factors
-    ("psgld", "minibatch"): 0.001,
-    ("psgld", "cv"): 0.001,
-    ("psgld", "svrg"): 0.001,
-    ("psgld", "full"): 0.001,
 }
 MOMENTUM_FACTORS = {"minibatch": 0.3, "cv": 1.0, "svrg": 0.3, "full": 0.3}
 # The preferential, adaptive, SAGA and DPP estimators take the factors of their plain counterparts.
 _LIKE = {"ps": "minibatch", "dpp": "minibatch", "saga": "svrg", "cv-ps": "cv", "adaptive-cv": "cv",
          "adaptive-cv-ps": "cv"}
 for _new, _old in _LIKE.items():
-    for _s in ("sgld", "psgld"):
-        STEP_FACTORS[(_s, _new)] = STEP_FACTORS[(_s, _old)]
+    STEP_FACTORS[("sgld", _new)] = STEP_FACTORS[("sgld", _old)]
     MOMENTUM_FACTORS[_new] = MOMENTUM_FACTORS[_old]
 # Estimators that find the posterior mode first (their chains start there, so no burn-in).
 _CENTRED = ("cv", "ps", "cv-ps", "adaptive-cv", "adaptive-cv-ps")
+MOMENTUM_SAMPLERS = ("sghmc", "sgnht", "sgrhmc")
+# What the command line runs: the GLM samplers (the recipe sampler needs D, SCIR a simplex model, SGRHMC
+# a constant or diagonal metric, the noise-corrected samplers the minibatch-noise estimator: use them
+# from Python).
+CLI_SAMPLERS = [s for s in SAMPLERS if s not in ("recipe", "scir", "sgrhmc", "sgld_corrected", "sghmc_corrected")]
+CLI_ESTIMATORS = [e for e in ESTIMATORS if e not in ("noisy", "minibatch-noise", "cv-switch")]
 MALA_TARGET_ACCEPTANCE = 0.574
 LOG_LOSS_DRAWS = 1000
 
@@ -175,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", choices=("logistic", "linear"), default="logistic",
                      help="regression model, prior N(0, 10 I); linear: unit noise variance (default: logistic)")
     run.add_argument("--sampler", action="append", metavar="NAME",
-                     help=f"sampler(s), repeatable or comma separated: {', '.join(sorted(SAMPLERS))} "
+                     help=f"sampler(s), repeatable or comma separated: {', '.join(sorted(CLI_SAMPLERS))} "
                      "(default: sgld)")
     run.add_argument("--estimator", action="append", metavar="NAME",
                      help="gradient estimator(s), repeatable or comma separated: minibatch, cv, svrg, full, "
@@ -353,10 +355,26 @@ def _methods(samplers: list, estimators: list) -> list:
     return out
 
 
-def _default_step(method: _Method, lambda_max: float) -> float:
-    if method.sampler in ("sghmc", "sgnht"):
-        return MOMENTUM_FACTORS[method.estimator] / math.sqrt(lambda_max)
-    return STEP_FACTORS[(method.sampler, method.estimator)] / lambda_max
+def _default_step(method: _Method, lambda_max: float, unit: float | None = None) -> float:
+    """factor / lambda_max (momentum: factor / sqrt(lambda_max)), or factor * the sampler's own unit."""
+    if method.sampler in MOMENTUM_SAMPLERS:
+        scale = 1.0 / math.sqrt(lambda_max) if unit is None else unit
+        return MOMENTUM_FACTORS[method.estimator] * scale
+    key = (method.sampler, method.estimator) if unit is None else ("sgld", method.estimator)
+    return STEP_FACTORS[key] * (1.0 / lambda_max if unit is None else unit)
+
+
+def _step_unit(method: _Method, model: Any, precision: Any, mode: Any, batch: int, rng: Any) -> float | None:
+    """The sampler's ``step_unit`` at the mode for samplers on their own scale; None for the others."""
+    from .estimators import make_estimator
+    from .samplers import SamplerBase, make_sampler
+
+    smp = make_sampler(method.sampler, model)
+    if type(smp).step_unit is SamplerBase.step_unit or method.sampler in ("sghmc", "sgnht"):
+        return None
+    options = {"centre": mode} if method.estimator == "cv" else {}
+    est = make_estimator(method.estimator, model, batch, **options)
+    return float(smp.step_unit(model, precision, mode, est, rng))
 
 
 def _log_loss(problem: _Problem, draws: Any) -> float:
@@ -442,8 +460,8 @@ def _check_output_path(path: str, flag: str) -> None:
 
 def _command_run(args) -> int:
     cfg = QUICK if args.quick else FULL
-    samplers = _split_names(args.sampler, list(SAMPLERS), "--sampler", ["sgld"])
-    estimators = _split_names(args.estimator, [e for e in ESTIMATORS if e != "noisy"], "--estimator",
+    samplers = _split_names(args.sampler, CLI_SAMPLERS, "--sampler", ["sgld"])
+    estimators = _split_names(args.estimator, CLI_ESTIMATORS, "--estimator",
                               ["minibatch", "cv"])
     methods = _methods(samplers, estimators)
     iters = args.iters if args.iters is not None else cfg["iters"]
@@ -503,7 +521,8 @@ def _command_run(args) -> int:
         if args.step_size is not None:
             m.step_size = args.step_size[0] if len(args.step_size) == 1 else args.step_size[k]
         else:
-            m.step_size = _default_step(m, problem.lambda_max)
+            unit = _step_unit(m, model, precision, problem.mode, nb, mode_rng)
+            m.step_size = _default_step(m, problem.lambda_max, unit)
 
     init_gen = np.random.default_rng(seeds[2])
     init = backends.asarray(init_gen.standard_normal((args.chains, model.dim)), backend=backends.get_backend(model.xp),

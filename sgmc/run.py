@@ -93,12 +93,13 @@ def sample(
     model : Model
         A posterior following the :mod:`sgmc.models` protocol; its arrays decide the backend.
     sampler : str or Sampler, default "sgld"
-        ``"sgld"``, ``"sghmc"``, ``"sgnht"``, ``"psgld"``, ``"ula"``, ``"mala"`` or a configured
+        ``"sgld"``, ``"sghmc"``, ``"sgnht"``, ``"psgld"``, ``"ula"``, ``"mala"``, ``"sgrld"``,
+        ``"sgrhmc"``, ``"recipe"``, ``"scir"``, ``"sgld_corrected"``, ``"sghmc_corrected"`` or a configured
         sampler object (see :mod:`sgmc.samplers`).
     estimator : str or GradientEstimator, default "minibatch"
         ``"full"``, ``"minibatch"``, ``"cv"``, ``"svrg"``, ``"ps"``, ``"cv-ps"``, ``"adaptive-cv"``,
-        ``"adaptive-cv-ps"``, ``"saga"``, ``"dpp"`` (see ``docs/subsampling.md``) or a configured
-        estimator. ULA and MALA always use the exact gradient.
+        ``"adaptive-cv-ps"``, ``"saga"``, ``"dpp"`` (see ``docs/subsampling.md``), ``"minibatch-noise"``,
+        ``"cv-switch"`` or a configured estimator. ULA and MALA always use the exact gradient.
     step_size : float, schedule or sequence
         h in the review's convention (SGLD: theta' = theta + (h/2) g + N(0, h I)); a callable
         ``k -> h_k`` such as :class:`sgmc.samplers.polynomial`, or ``n_iter`` values.

@@ -97,6 +97,17 @@ class Trace:
         e = self.info.get("estimator", "?")
         return f"Trace(sampler={s!r}, estimator={e!r}, chains={self.n_chains}, draws={self.n_draws}, dim={self.dim})"
 
+    def summary(self, prob: float = 0.89, names: Any = None):
+        """The diagnostics table ArviZ users know, one row per coordinate.
+
+        Columns ``mean``, ``sd``, ``hdi89_lb``/``hdi89_ub``, ``mcse_mean``, ``mcse_sd``, ``ess_bulk``,
+        ``ess_tail``, ``r_hat``, computed by :func:`sgmc.diagnostics.summary` (equal to arviz-stats'
+        values). ``prob`` is the HDI mass; ``names`` the variable names.
+        """
+        from .diagnostics.summary import summary
+
+        return summary(self.draws, prob=prob, names=names)
+
     # -- export ----------------------------------------------------------------------------------
     def to_arviz(self, var_name: str = "theta"):
         """Return an ArviZ ``InferenceData`` (``posterior`` and ``sample_stats`` groups).

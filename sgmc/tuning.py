@@ -21,9 +21,10 @@ from . import backends
 from ._validation import check_int
 from .diagnostics.ess import ess
 from .diagnostics.ksd import ksd
-from .models.base import check_target, provides
-from .optimize import curvature_bound
+from .models.base import IIDData, check_target, provides
+from .optimize import curvature_bound, negative_hessian
 from .run import sample
+from .samplers import NoiseCorrectionError
 from .trace import Trace
 
 __all__ = ["tune_step_size", "TuningResult", "default_grid"]
@@ -75,8 +76,15 @@ class TuningResult:
         return "\n".join(lines)
 
 
-def default_grid(model: Any) -> list[float]:
+def default_grid(model: Any, sampler: Any = None, *, estimator: Any = None, position: Any = None,
+                 rng: Any = None) -> list[float]:
     """The grid :func:`tune_step_size` uses when none is given.
+
+    For a sampler whose step size is on its own scale (pSGLD, SGRLD, SGRHMC, the recipe sampler, the
+    momentum samplers: those that define ``step_unit``), eleven half-decades from 1e-4 to 10 times its
+    unit ``sampler.step_unit(model, H, position, estimator)``, with H the negative Hessian of log pi at
+    ``position`` (exact per-datum Hessians where the model has them) or the curvature bound M.
+    Otherwise (SGLD, ULA, MALA, and every sampler when ``sampler`` is None) as follows.
 
     With a curvature bound M from the model (``lipschitz_constant()``, or the sum of the per-datum
     ``lipschitz()`` constants plus ``prior_lipschitz()``), eleven half-decade steps from 1e-4 / M to
@@ -93,10 +101,51 @@ def default_grid(model: Any) -> list[float]:
     >>> [float(f"{h:.3g}") for h in default_grid(GaussianTarget.review_example())][::2]   # M = 1
     [0.0001, 0.001, 0.01, 0.1, 1.0, 10.0]
     """
-    if not (provides(model, "lipschitz_constant") or provides(model, "lipschitz")):
+    bounded = provides(model, "lipschitz_constant") or provides(model, "lipschitz")
+    smp = None
+    if sampler is not None:
+        from .samplers import SamplerBase, make_sampler
+
+        smp = make_sampler(sampler, model)
+        if not isinstance(smp, SamplerBase) or type(smp).step_unit is SamplerBase.step_unit:
+            smp = None
+    if smp is not None:
+        xp = model.xp
+        if position is None:
+            position = model.zeros(1)[0, ...]
+        if provides(model, "hess_log_lik") and isinstance(model, IIDData) and model.n_data > 0:
+            curvature = negative_hessian(model, xp.reshape(position, (-1,)))
+        elif bounded:
+            curvature = curvature_bound(model)
+        else:
+            curvature = None
+        if curvature is not None:
+            unit = float(smp.step_unit(model, curvature, position, estimator, rng))
+            return [10.0 ** (k / 2.0) * unit for k in range(-8, 3)]
+    if not bounded:
         return [10.0**k for k in range(-8, 0)]
     m = curvature_bound(model)
     return [10.0 ** (k / 2.0) / m for k in range(-8, 3)]
+
+
+def _sampler_grid(model, sampler, estimator, batch_size, init, rng, sampler_options, estimator_options):
+    """:func:`default_grid` for the sampler and estimator of a tuning run, at the first chain's start."""
+    from .estimators import SupportsPrepare, make_estimator
+    from .samplers import PSGLD, make_sampler
+
+    smp = make_sampler(sampler, model, **(sampler_options or {}))
+    est = None
+    position = None
+    if init is not None:
+        xp = model.xp
+        position = xp.reshape(backends.asarray(init, backend=backends.get_backend(xp), dtype=model.dtype,
+                                               device=model.device), (-1, model.dim))[0, ...]
+    if isinstance(smp, PSGLD):
+        est = make_estimator(estimator, model, batch_size, **(estimator_options or {}))
+        start = model.zeros(1) if position is None else model.xp.reshape(position, (1, -1))
+        if isinstance(est, SupportsPrepare):
+            est = est.prepare(rng, start).estimator
+    return default_grid(model, smp, estimator=est, position=position, rng=rng)
 
 
 def _check_grid(grid: Any) -> list[float]:
@@ -145,7 +194,9 @@ def tune_step_size(
     ``pilot_iters`` iterations with ``store_grads="full"``, thinned so that at most ``n_ksd`` draws
     are kept over all chains; score the pooled kept draws by :func:`sgmc.diagnostics.ksd` with the
     exact scores; return the h with the smallest KSD. A run whose chains diverge
-    (:class:`FloatingPointError` from :func:`sgmc.sample`) gets KSD ``inf`` and is marked in the table.
+    (:class:`FloatingPointError` from :func:`sgmc.sample`), or whose gradient-noise correction is not
+    possible at that step (:class:`~sgmc.samplers.NoiseCorrectionError`), gets KSD ``inf`` and is
+    marked in the table.
 
     Parameters
     ----------
@@ -154,9 +205,12 @@ def tune_step_size(
     sampler, estimator : str or object
         As in :func:`sgmc.sample`.
     grid : sequence of float, optional
-        Candidate step sizes (positive). Default :func:`default_grid`: half-decades from 1e-4 / M to
-        10 / M when the model gives a curvature bound M, otherwise the decades 1e-8 ... 1e-1. When the
-        chosen step is at either end of the grid (``at_edge``), extend the grid that way.
+        Candidate step sizes (positive). Default :func:`default_grid`: half-decades from 1e-4 to 10
+        times the sampler's step unit (1 / M for SGLD, ULA and MALA, with M the curvature bound; the
+        samplers whose step is on their own scale, such as pSGLD, SGRLD, SGRHMC, the recipe sampler
+        and the momentum samplers, give theirs by ``step_unit`` from the Hessian at ``init``), otherwise
+        the decades 1e-8 ... 1e-1. When the chosen step is at either end of the grid (``at_edge``),
+        extend the grid that way.
     pilot_iters : int, default 2000
         Iterations per pilot run, burn-in included. KSD penalises a run that has not reached the
         target, so the budget should be the one you can afford for the real run or a fixed fraction of
@@ -222,7 +276,7 @@ def tune_step_size(
     [0.001, 0.1, 3.9]
     """
     model = check_target(model)
-    values = default_grid(model) if grid is None else _check_grid(grid)
+    values = _check_grid(grid) if grid is not None else None
     pilot_iters = check_int(pilot_iters, "pilot_iters", 1)
     chains = check_int(chains, "chains", 1)
     burn_in = check_int(burn_in, "burn_in", 0)
@@ -252,7 +306,11 @@ def tune_step_size(
     thin = max(thin, -(-(pilot_iters - burn_in) // per_chain))
 
     backend = backends.get_backend(model.xp)
-    streams = backends.default_rng(rng, backend=backend, device=model.device).spawn(len(values))
+    root = backends.default_rng(rng, backend=backend, device=model.device)
+    if values is None:
+        values = _sampler_grid(model, sampler, estimator, batch_size, init, root.spawn(1)[0],
+                               sampler_options, estimator_options)
+    streams = root.spawn(len(values))
 
     table: list[dict] = []
     traces: list[Trace | None] = []
@@ -265,14 +323,15 @@ def tune_step_size(
                 rng=stream, store_grads="full", progress=progress,
                 sampler_options=sampler_options, estimator_options=estimator_options,
             )
-        except FloatingPointError:
+        except (FloatingPointError, NoiseCorrectionError):   # diverged, or a noise correction infeasible
             table.append({"step_size": h, "ksd": math.inf, "ess": math.nan,
                           "time": time.perf_counter() - t0, "diverged": True})
             traces.append(None)
             continue
         backend.synchronize()
         elapsed = time.perf_counter() - t0
-        value = float(ksd(trace.draws, trace.grads, kind=ksd_kind, **ksd_options))
+        with backend.quiet_float():       # a wild but finite pilot may overflow the kernel: KSD inf
+            value = float(ksd(trace.draws, trace.grads, kind=ksd_kind, **ksd_options))
         if not math.isfinite(value):
             value = math.inf
         if trace.n_draws >= 4:

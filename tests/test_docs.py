@@ -14,7 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCTEST_PAGES = [
     "docs/quickstart.md", "docs/models.md", "docs/samplers.md", "docs/diagnostics.md", "docs/contracts.md",
-    "docs/subsampling.md",
+    "docs/subsampling.md", "docs/riemannian.md", "docs/simplex.md", "docs/noise-corrections.md",
+    "docs/autodiff.md", "docs/convergence.md",
 ]
 
 

@@ -20,6 +20,10 @@ from sgmc import backends
 from sgmc.estimators import SVRG, ControlVariate, EstimateInfo, FullGradient, Minibatch, NoisyGradient
 from sgmc.models import GaussianTarget, LogisticRegression
 from sgmc.samplers import (
+    SGRLD,
+    SGRHMC,
+    Metric,
+    Recipe,
     MALA,
     PSGLD,
     SAMPLERS,
@@ -470,7 +474,8 @@ def test_step_size_conventions():
 
 # -- registry --------------------------------------------------------------------------------------------
 def test_make_sampler_by_name():
-    assert set(SAMPLERS) == {"sgld", "ula", "psgld", "mala", "sghmc", "sgnht"}
+    assert set(SAMPLERS) == {"sgld", "ula", "psgld", "mala", "sghmc", "sgnht", "sgrld", "sgrhmc", "recipe", "scir",
+                             "sgld_corrected", "sghmc_corrected"}
     model = LogisticRegression(np.ones((5, 2)), np.array([0.0, 1.0, 1.0, 0.0, 1.0]))
     assert isinstance(make_sampler("SGLD"), SGLD)
     sghmc = make_sampler("sghmc", friction=2.0, n_leapfrog=4)
@@ -510,6 +515,25 @@ def _logistic():
 
 LOGISTIC = _logistic()
 
+def _metric_g(t):
+    return 1.0 + t * t
+
+
+def _metric_dg(t):
+    return 2.0 * t
+
+
+def _recipe_d(z):
+    return np.eye(z.shape[-1]) * (1.0 + 0.1 * z**2)[:, :, None]
+
+
+def _recipe_gamma(z):
+    return 0.2 * z
+
+
+# module-level functions, so the samplers pickle
+_DIAG_METRIC = Metric(_metric_g, grad=_metric_dg, diagonal=True)
+
 # name -> (sampler factory, estimator calls per step)
 CONTRACT_SAMPLERS = {
     "sgld": (SGLD, 1),
@@ -519,6 +543,9 @@ CONTRACT_SAMPLERS = {
     "sghmc": (lambda: SGHMC(friction=0.8, n_leapfrog=3), 3),
     "sghmc_persistent": (lambda: SGHMC(n_leapfrog=4, resample_momentum=False), 4),
     "sgnht": (lambda: SGNHT(diffusion=1.2), 1),
+    "sgrld": (lambda: SGRLD(_DIAG_METRIC), 1),
+    "sgrhmc": (lambda: SGRHMC(_DIAG_METRIC), 1),
+    "recipe": (lambda: Recipe(D=_recipe_d, gamma=_recipe_gamma), 1),
 }
 EXACT = ("ula", "mala")
 

@@ -12,20 +12,26 @@ The submodules are imported here, before their functions are bound, so ``sgmc.di
 ``sgmc.diagnostics.ksd`` stay the functions even after ``import sgmc.diagnostics.ess``.
 """
 
-from .ess import ess, ess_batch_means, rhat
-from .ksd import cumulative_ksd, ksd, ksd_preconditioner
+from .ess import ess, hdi, mcse, rhat
+from .ksd import KSDByVariable, cumulative_ksd, ksd, ksd_by_variable, ksd_preconditioner
 from .metrics import gaussian_kl_from_samples, kl_gaussian, log_loss, mse, predictive_log_lik
 from .pseudo_variance import pseudo_variance
+from .summary import Summary, summary
 from .thinning import stein_thin
 
 __all__ = [
     "ksd",
     "cumulative_ksd",
     "ksd_preconditioner",
+    "ksd_by_variable",
+    "KSDByVariable",
     "stein_thin",
     "ess",
-    "ess_batch_means",
+    "mcse",
+    "hdi",
     "rhat",
+    "summary",
+    "Summary",
     "kl_gaussian",
     "gaussian_kl_from_samples",
     "log_loss",

@@ -1,28 +1,25 @@
-"""Effective sample size and split-R-hat for MCMC draws.
+"""Effective sample size, R-hat, Monte Carlo standard errors and HDIs for MCMC draws, as ArviZ computes them.
 
 For a stationary chain with integrated autocorrelation time tau = 1 + 2 sum_{t>=1} rho_t, the
 variance of a sample mean over n draws is that of n / tau independent draws; n / tau is the effective
-sample size (ESS). :func:`ess` estimates tau in two ways:
+sample size (ESS). Everything here follows Vehtari, Gelman, Simpson, Carpenter and Buerkner (2021,
+"Rank-normalization, folding, and localization: an improved R-hat"), with the numbers of
+``arviz-stats``:
 
-``"autocorr"``
-    Multi-chain autocorrelation estimate of Vehtari, Gelman, Simpson, Carpenter and Buerkner (2021,
-    "Rank-normalization, folding, and localization", section 3.2, their eq. 10), in its basic form
-    without rank normalisation: chains are split in halves, the autocorrelation at lag t is
-    rho_t = 1 - (W - mean_m acov_{m,t}) / var_plus with W and var_plus the within-chain and pooled
-    variances of split-R-hat, and the sum is truncated by Geyer's (1992) initial positive sequence and
-    made monotone by his initial monotone sequence. As in Stan, the first even lag after the
-    truncation point is added once when positive, and tau is bounded below by 1 / log10(total draws).
-    Autocovariances come from the FFT when the namespace has the ``fft`` extension (O(n log n));
-    otherwise from direct sums over lags, computed in blocks of lags and stopped as soon as every
-    series has reached its truncation point (O(n * truncation lag)). Both give the same numbers.
-``"batch_means"``
-    Non-overlapping batch means (Flegal and Jones 2010): the asymptotic variance is b times the
-    variance of the means of batches of b draws (default b = floor(sqrt(n))), and
-    ESS = total draws * var(draws) / that asymptotic variance.
-
-:func:`rhat` is the split-R-hat of Gelman et al. (2013, Bayesian Data Analysis, 3rd ed., section 11.4),
-as written in Vehtari et al. (2021) eqs. 3-4 without rank normalisation or folding: each chain is
-split in half and R = sqrt(var_plus / W).
+* the multi-chain autocorrelation estimate (their section 3.2, eq. 10): chains are split in halves,
+  rho_t = 1 - (W - mean_m acov_{m,t}) / var_plus with W and var_plus the within-chain and pooled
+  variances, the sum truncated by Geyer's (1992) initial positive sequence and made monotone by his
+  initial monotone sequence; as in Stan, the first even lag after the truncation point is added once
+  when positive, and tau is bounded below by 1 / log10(total draws). A constant series counts as fully
+  informative (ESS = number of draws). Autocovariances come from the FFT when the namespace has the
+  ``fft`` extension; otherwise from direct sums over lags, stopped once every series is truncated.
+* rank normalisation (section 4.1): draws pooled over chains are replaced by
+  Phi^{-1}((rank - 3/8) / (S + 1/4)) with average ranks for ties; the normal quantile is Wichura's
+  AS 241 (:func:`ndtri`), since the array API has no special functions. Bulk ESS is the ESS of the
+  rank-normalised draws; tail ESS the smaller ESS of the indicators at the 5% and 95% quantiles; R-hat
+  the larger split-R-hat of the rank-normalised and the folded (|x - median|) rank-normalised draws.
+* Monte Carlo standard errors of the mean, the sd and quantiles (section 4.3), and the highest density
+  interval of the pooled draws.
 
 Arrays follow one convention: ``(chains, n, dim)``; ``(n, dim)`` is one chain; ``(n,)`` one chain of
 a scalar. Results have shape ``(dim,)`` (or ``(chains, dim)`` per chain), and a 0-d array for 1-D
@@ -36,9 +33,12 @@ from typing import Any
 
 from .._array_api import Array, Namespace, array_namespace, as_float_array, check_finite, device_of, float_dtype
 
-__all__ = ["ess", "ess_batch_means", "rhat"]
+__all__ = ["ess", "rhat", "mcse", "hdi", "ndtri"]
 
-_METHODS = ("autocorr", "batch_means")
+_ESS_METHODS = ("bulk", "tail", "mean", "sd", "quantile", "autocorr")
+_RHAT_METHODS = ("rank", "split", "identity")
+_MCSE_METHODS = ("mean", "sd", "quantile")
+_RESOLUTION = 1e-15
 
 
 # -- input handling ------------------------------------------------------------------------------
@@ -172,62 +172,187 @@ def _ess_autocorr(xp: Namespace, x: Array, use_fft: bool | None = None, block: i
     tau, _ = _tau_geyer(xp, rho)
     total = float(m * n)
     tau = xp.maximum(tau, xp.full_like(tau, 1.0 / math.log10(total)))
-    out = total / tau
-    return xp.where(ok, out, xp.full_like(out, math.nan))
+    out = xp.where(ok, total / tau, xp.full_like(tau, math.nan))
+    # A constant series (range below 1e-15) counts as fully informative, as in ArviZ: ESS = draws.
+    spread = xp.max(x, axis=(0, 1)) - xp.min(x, axis=(0, 1))
+    return xp.where(spread < _RESOLUTION, xp.full_like(out, total), out)
 
 
-def _ess_batch_means(xp: Namespace, x: Array, batch_size: int | None) -> Array:
-    m, n, s = x.shape
-    b = int(math.isqrt(n)) if batch_size is None else batch_size
-    a = n // b
-    if m * a < 2:
-        msg = f"`batch_size`={b} leaves fewer than 2 batches in {m} chain(s) of {n} draws"
+# -- rank normalisation ----------------------------------------------------------------------------
+# Wichura (1988), Algorithm AS 241 (PPND16): the standard normal quantile to about 1e-16 relative,
+# as three rational functions (central region, tail, far tail).
+_AS241_A = (3.3871328727963666080e0, 1.3314166789178437745e2, 1.9715909503065514427e3, 1.3731693765509461125e4,
+            4.5921953931549871457e4, 6.7265770927008700853e4, 3.3430575583588128105e4, 2.5090809287301226727e3)
+_AS241_B = (1.0, 4.2313330701600911252e1, 6.8718700749205790830e2, 5.3941960214247511077e3,
+            2.1213794301586595867e4, 3.9307895800092710610e4, 2.8729085735721942674e4, 5.2264952788528545610e3)
+_AS241_C = (1.42343711074968357734e0, 4.63033784615654529590e0, 5.76949722146069140550e0, 3.64784832476320460504e0,
+            1.27045825245236838258e0, 2.41780725177450611770e-1, 2.27238449892691845833e-2, 7.74545014278341407640e-4)
+_AS241_D = (1.0, 2.05319162663775882187e0, 1.67638483018380384940e0, 6.89767334985100004550e-1,
+            1.48103976427480074590e-1, 1.51986665636164571966e-2, 5.47593808499534494600e-4, 1.05075007164441684324e-9)
+_AS241_E = (6.65790464350110377720e0, 5.46378491116411436990e0, 1.78482653991729133580e0, 2.96560571828504891230e-1,
+            2.65321895265761230930e-2, 1.24266094738807843860e-3, 2.71155556874348757815e-5, 2.01033439929228813265e-7)
+_AS241_F = (1.0, 5.99832206555887937690e-1, 1.36929880922735805310e-1, 1.48753612908506148525e-2,
+            7.86869131145613259100e-4, 1.84631831751005468180e-5, 1.42151175831644588870e-7, 2.04426310338993978564e-15)
+
+
+def _poly(coefs: tuple, r: Array) -> Array:
+    out = coefs[-1] + 0.0 * r
+    for c in coefs[-2::-1]:
+        out = out * r + c
+    return out
+
+
+def ndtri(p: Array) -> Array:
+    """Standard normal quantile Phi^{-1}(p), elementwise (Wichura 1988, AS 241; relative error ~1e-16).
+
+    The array API has no special functions, so the rank-normalised diagnostics carry their own.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc.diagnostics.ess import ndtri
+    >>> np.round(ndtri(np.array([0.025, 0.5, 0.975])), 6)
+    array([-1.959964,  0.      ,  1.959964])
+    """
+    xp = array_namespace(p)
+    q = p - 0.5
+    central = xp.abs(q) <= 0.425
+    r_c = 0.180625 - q * q
+    x_c = q * _poly(_AS241_A, r_c) / _poly(_AS241_B, r_c)
+    tail_p = xp.where(q <= 0, p, 1.0 - p)
+    tail_p = xp.where(central, xp.full_like(p, 0.5), tail_p)        # keeps log() finite where unused
+    r = xp.sqrt(-xp.log(tail_p))
+    near = r <= 5.0
+    x_n = _poly(_AS241_C, r - 1.6) / _poly(_AS241_D, r - 1.6)
+    x_f = _poly(_AS241_E, r - 5.0) / _poly(_AS241_F, r - 5.0)
+    x_t = xp.where(near, x_n, x_f)
+    x_t = xp.where(q < 0, -x_t, x_t)
+    return xp.where(central, x_c, x_t)
+
+
+def _cummax(xp: Namespace, p: Array) -> Array:
+    return -_cummin(xp, -p)
+
+
+def _average_ranks(xp: Namespace, v: Array) -> Array:
+    """Ranks 1..K along axis 0 of ``v`` (K, S), ties given their average rank (scipy's "average")."""
+    k = v.shape[0]
+    order = xp.argsort(v, axis=0, stable=True)
+    s = xp.take_along_axis(v, order, axis=0)
+    pos = xp.astype(xp.arange(k, device=device_of(v)), v.dtype)[:, None] + xp.zeros_like(s)
+    differs = s[1:, :] != s[:-1, :]
+    edge = xp.ones_like(differs[:1, :])
+    first = xp.concat([edge, differs], axis=0)                   # starts a run of equal values
+    last = xp.concat([differs, edge], axis=0)                    # ends one
+    start = _cummax(xp, xp.where(first, pos, xp.zeros_like(pos)))
+    stop = xp.flip(_cummin(xp, xp.flip(xp.where(last, pos, xp.full_like(pos, k)), axis=0)), axis=0)
+    ranks = 0.5 * (start + stop) + 1.0
+    return xp.take_along_axis(ranks, xp.argsort(order, axis=0), axis=0)
+
+
+def _pooled(xp: Namespace, x: Array) -> Array:
+    return xp.reshape(x, (-1, x.shape[2]))
+
+
+def _z_scale(xp: Namespace, x: Array) -> Array:
+    """Rank-normalise each series of (M, n, S) over all its M n draws: Phi^{-1}((r - 3/8) / (K + 1/4))."""
+    k = x.shape[0] * x.shape[1]
+    r = _average_ranks(xp, _pooled(xp, x))
+    z = ndtri((r - 0.375) / (k + 0.25))
+    return xp.reshape(z, tuple(x.shape))
+
+
+def _median(xp: Namespace, x: Array) -> Array:
+    """Median of each series of (M, n, S) over all its draws, shape (S,)."""
+    s = xp.sort(_pooled(xp, x), axis=0)
+    k = s.shape[0]
+    if k % 2:
+        return s[k // 2, :]
+    return (s[k // 2 - 1, :] + s[k // 2, :]) / 2.0
+
+
+def _quantile(xp: Namespace, x: Array, prob: float) -> Array:
+    """Quantile ``prob`` of each series of (M, n, S) over all its draws (linear interpolation, type 7)."""
+    s = xp.sort(_pooled(xp, x), axis=0)
+    k = s.shape[0]
+    h = (k - 1) * prob                            # NumPy's virtual index for the linear method
+    lo = min(max(int(math.floor(h)), 0), k - 1)
+    hi = min(lo + 1, k - 1)
+    t = h - lo
+    a, b = s[lo, :], s[hi, :]
+    diff = b - a
+    return b - diff * (1.0 - t) if t >= 0.5 else a + diff * t
+
+
+def _ess_core(xp: Namespace, x: Array, method: str, prob: float | None, split: bool) -> Array:
+    """ESS of each series of (M, n, S) by ``method`` (Vehtari et al. 2021)."""
+    cut = (lambda a: _split(xp, a)) if split else (lambda a: a)
+    if method in ("mean", "autocorr"):
+        return _ess_autocorr(xp, cut(x))
+    if method == "bulk":
+        return _ess_autocorr(xp, _z_scale(xp, cut(x)))
+    if method == "sd":
+        c = x - xp.mean(_pooled(xp, x), axis=0)
+        return _ess_autocorr(xp, cut(c * c))
+    if method == "quantile":
+        q = _quantile(xp, x, prob)
+        return _ess_autocorr(xp, cut(xp.astype(x <= q, x.dtype)))
+    low, high = sorted((prob, 1.0 - prob))
+    return xp.minimum(_ess_core(xp, x, "quantile", low, split), _ess_core(xp, x, "quantile", high, split))
+
+
+def _check_prob(prob: Any, name: str = "prob") -> float:
+    ok = isinstance(prob, (int, float)) and not isinstance(prob, bool) and 0.0 < float(prob) < 1.0
+    if not ok:
+        msg = f"`{name}` must be a number in (0, 1); got {prob!r}"
         raise ValueError(msg)
-    used = x[:, n - a * b :, :]                                   # drop the oldest remainder
-    means = xp.mean(xp.reshape(used, (m, a, b, s)), axis=2)       # (M, a, S)
-    means = xp.reshape(means, (m * a, s))
-    sigma2 = b * xp.var(means, axis=0, correction=1)
-    var = xp.var(xp.reshape(used, (m * a * b, s)), axis=0, correction=1)
-    ok = (sigma2 > 0) & (var > 0)
-    safe = xp.where(ok, sigma2, xp.ones_like(sigma2))
-    out = (m * n) * var / safe
-    return xp.where(ok, out, xp.full_like(out, math.nan))
+    return float(prob)
+
+
+def _finish(xp: Namespace, out: Array, chains: int, dim: int, per_chain: bool, ndim_in: int) -> Array:
+    if per_chain:
+        out = xp.reshape(out, (chains, dim))
+        return out[:, 0] if ndim_in == 1 else out
+    return xp.reshape(out, ()) if ndim_in == 1 else out
 
 
 # -- public API ----------------------------------------------------------------------------------
 def ess(
     draws: Array,
     *,
-    method: str = "autocorr",
+    method: str = "bulk",
+    prob: float | None = None,
     per_chain: bool = False,
     split: bool = True,
-    batch_size: int | None = None,
 ) -> Array:
-    """Effective sample size of the mean of each coordinate.
+    """Effective sample size of each coordinate (Vehtari et al. 2021), as ArviZ computes it.
 
     Parameters
     ----------
     draws : array, shape (chains, n, dim), (n, dim) or (n,)
         MCMC draws; a 2-D array is one chain of a ``dim``-vector (pass ``draws[..., None]`` for
         several chains of a scalar).
-    method : {"autocorr", "batch_means"}, default "autocorr"
-        Autocorrelation with Geyer's initial monotone sequence (Vehtari et al. 2021, without rank
-        normalisation), or non-overlapping batch means.
+    method : {"bulk", "tail", "mean", "sd", "quantile", "autocorr"}, default "bulk"
+        ``"bulk"``: split chains, rank-normalised (ESS of the rank-normalised draws, a location
+        measure robust to heavy tails). ``"tail"``: the smaller ESS of the indicators
+        ``draws <= q`` at the ``prob`` and ``1 - prob`` quantiles (default ``prob=0.05``).
+        ``"mean"`` (alias ``"autocorr"``): the ESS of the sample mean, without rank normalisation.
+        ``"sd"``: ESS of the squared centred draws. ``"quantile"``: ESS of the indicator at ``prob``.
+    prob : float, optional
+        The quantile for ``"tail"`` (default 0.05) and ``"quantile"`` (required).
     per_chain : bool, default False
         False: one ESS per coordinate for all chains together (chains are combined through the
         within- and between-chain variances, so chains that disagree lower it). True: each chain on its
         own, shape ``(chains, dim)``.
     split : bool, default True
-        Split each chain in two halves before combining (``"autocorr"`` only), which also penalises
-        trends within a chain.
-    batch_size : int, optional
-        Batch length for ``"batch_means"``; default ``floor(sqrt(n))``.
+        Split each chain in two halves before combining, which also penalises trends within a chain.
 
     Returns
     -------
     array
         Shape ``(dim,)``, or ``(chains, dim)`` with ``per_chain=True``; 1-D input gives a 0-d array
-        (shape ``(1,)`` with ``per_chain=True``). NaN for a coordinate with zero variance.
+        (shape ``(1,)`` with ``per_chain=True``). A constant coordinate gets the number of draws, as in
+        ArviZ.
 
     Raises
     ------
@@ -236,7 +361,9 @@ def ess(
 
     Notes
     -----
-    For an AR(1) chain x_t = rho x_{t-1} + e_t the ESS of n draws is n (1 - rho) / (1 + rho).
+    For an AR(1) chain x_t = rho x_{t-1} + e_t the ESS of the mean of n draws is
+    n (1 - rho) / (1 + rho). The values equal ``arviz_stats``' ``ess`` for the same method to about
+    1e-12 relative (the rank transform uses Wichura's AS 241 normal quantile, :func:`ndtri`).
 
     Examples
     --------
@@ -246,63 +373,62 @@ def ess(
     >>> e = ess(x)
     >>> e.shape, bool(np.all((e > 3000) & (e < 5000)))
     ((2,), True)
-    >>> ess(x, per_chain=True).shape
-    (4, 2)
+    >>> ess(x, method="tail").shape, ess(x, per_chain=True).shape
+    ((2,), (4, 2))
     """
-    if method not in _METHODS:
-        msg = f"`method` must be one of {_METHODS}; got {method!r}"
+    if method == "batch_means":
+        msg = (
+            "`method='batch_means'` is no longer offered: with floor(sqrt(n)) batches it overstates the ESS "
+            "of strongly autocorrelated chains and of chains that disagree; use method='mean' or 'bulk'"
+        )
         raise ValueError(msg)
+    if method not in _ESS_METHODS:
+        msg = f"`method` must be one of {_ESS_METHODS}; got {method!r}"
+        raise ValueError(msg)
+    if method == "tail":
+        prob = 0.05 if prob is None else _check_prob(prob)
+    elif method == "quantile":
+        if prob is None:
+            msg = "`prob` is required for method='quantile' (a number in (0, 1))"
+            raise ValueError(msg)
+        prob = _check_prob(prob)
     xp, x, ndim_in = _as_draws(draws, "draws", min_draws=4)
     chains, n, dim = x.shape
     y = _series_layout(xp, x, bool(per_chain))
-    if method == "autocorr":
-        out = _ess_autocorr(xp, _split(xp, y) if split else y)
-    else:
-        if batch_size is not None:
-            if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-                msg = f"`batch_size` must be a positive int; got {batch_size!r}"
-                raise ValueError(msg)
-            if batch_size > n:
-                msg = f"`batch_size`={batch_size} exceeds the {n} draws per chain"
-                raise ValueError(msg)
-        out = _ess_batch_means(xp, y, batch_size)
-    if per_chain:
-        out = xp.reshape(out, (chains, dim))
-        return out[:, 0] if ndim_in == 1 else out
-    return xp.reshape(out, ()) if ndim_in == 1 else out
+    out = _ess_core(xp, y, method, prob, bool(split))
+    return _finish(xp, out, chains, dim, bool(per_chain), ndim_in)
 
 
-def ess_batch_means(draws: Array, *, batch_size: int | None = None, per_chain: bool = False) -> Array:
-    """Batch-means effective sample size: ``ess(draws, method="batch_means", ...)``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sgmc.diagnostics.ess import ess_batch_means
-    >>> x = np.random.default_rng(1).normal(size=(2, 2500, 3))
-    >>> ess_batch_means(x).shape
-    (3,)
-    """
-    return ess(draws, method="batch_means", batch_size=batch_size, per_chain=per_chain)
+def _rhat_basic(xp: Namespace, x: Array) -> Array:
+    """sqrt((B / W + n - 1) / n) of (M, n, S); NaN where W = 0."""
+    n = x.shape[1]
+    w = xp.mean(xp.var(x, axis=1, correction=1), axis=0)
+    b = n * xp.var(xp.mean(x, axis=1), axis=0, correction=1)
+    ok = w > 0
+    safe = xp.where(ok, w, xp.ones_like(w))
+    out = xp.sqrt((b / safe + n - 1.0) / n)
+    return xp.where(ok, out, xp.full_like(out, math.nan))
 
 
-def rhat(draws: Array, *, split: bool = True) -> Array:
-    """Split-R-hat (Gelman et al. 2013; Vehtari et al. 2021 eqs. 3-4, without rank normalisation).
+def rhat(draws: Array, *, method: str = "rank") -> Array:
+    """Potential scale reduction R-hat of each coordinate (Vehtari et al. 2021), as ArviZ computes it.
 
     Parameters
     ----------
     draws : array, shape (chains, n, dim), (n, dim) or (n,)
-        MCMC draws (a 2-D array is one chain, which is split in half).
-    split : bool, default True
-        Split each chain in half first (set False for the original potential scale reduction, which
-        needs at least two chains).
+        MCMC draws (a 2-D array is one chain).
+    method : {"rank", "split", "identity"}, default "rank"
+        ``"rank"``: the larger of the split-R-hat of the rank-normalised draws and of the
+        rank-normalised folded draws ``|x - median|`` (their eq. 4 and section 4.2), which also
+        detects chains that differ in scale. ``"split"``: split-R-hat of the raw draws (Gelman et al.
+        2013). ``"identity"``: without splitting.
 
     Returns
     -------
     array
         Shape ``(dim,)``; a 0-d array for 1-D input. Values near 1 indicate that the chains (and their
-        halves) agree; values above about 1.01-1.1 indicate they have not mixed. NaN where the
-        within-chain variance is zero.
+        halves) agree; above about 1.01 they have not mixed. NaN where the within-chain variance is
+        zero, and for ``"rank"`` with a single chain (as in ArviZ; ``"split"`` accepts one chain).
 
     Examples
     --------
@@ -315,19 +441,196 @@ def rhat(draws: Array, *, split: bool = True) -> Array:
     >>> bool(np.all(rhat(x) > 1.1))
     True
     """
-    xp, x, ndim_in = _as_draws(draws, "draws", min_draws=4)
-    if split:
-        x = _split(xp, x)
-    m, n, _ = x.shape
-    if m < 2:
-        msg = "`draws` must have at least two chains when split=False"
+    if method not in _RHAT_METHODS:
+        msg = f"`method` must be one of {_RHAT_METHODS}; got {method!r}"
         raise ValueError(msg)
-    means = xp.mean(x, axis=1)                                    # (M, dim)
-    w = xp.mean(xp.var(x, axis=1, correction=1), axis=0)
-    b_over_n = xp.var(means, axis=0, correction=1)
-    var_plus = ((n - 1.0) / n) * w + b_over_n
-    ok = w > 0
-    safe = xp.where(ok, w, xp.ones_like(w))
-    out = xp.sqrt(var_plus / safe)
-    out = xp.where(ok, out, xp.full_like(out, math.nan))
+    xp, x, ndim_in = _as_draws(draws, "draws", min_draws=4)
+    chains = x.shape[0]
+    if method == "identity":
+        if chains < 2:
+            msg = "`draws` must have at least two chains for method='identity'"
+            raise ValueError(msg)
+        out = _rhat_basic(xp, x)
+    elif method == "split":
+        out = _rhat_basic(xp, _split(xp, x))
+    elif chains < 2:
+        out = xp.full((x.shape[2],), math.nan, dtype=x.dtype, device=device_of(x))
+    else:
+        s = _split(xp, x)
+        bulk = _rhat_basic(xp, _z_scale(xp, s))
+        folded = _rhat_basic(xp, _z_scale(xp, xp.abs(s - _median(xp, s))))
+        out = xp.where(xp.isnan(bulk) | xp.isnan(folded), xp.full_like(bulk, math.nan), xp.maximum(bulk, folded))
     return xp.reshape(out, ()) if ndim_in == 1 else out
+
+
+# -- Monte Carlo standard errors ---------------------------------------------------------------------
+def _log_beta(a: float, b: float) -> float:
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b) by its continued fraction (modified Lentz)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    tiny = 1e-300
+    front = math.exp(a * math.log(x) + b * math.log1p(-x) - _log_beta(a, b)) / a
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 100000):
+        for coef in (m * (b - m) * x / ((a + 2 * m - 1.0) * (a + 2 * m)),
+                     -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1.0))):
+            d = 1.0 + coef * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + coef / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1.0) < 1e-16:
+            break
+    return front * f
+
+
+def _beta_ppf(q: float, a: float, b: float) -> float:
+    """Quantile of Beta(a, b) at ``q``: Newton's method on I_x(a, b), kept inside a shrinking bracket."""
+    lo, hi = 0.0, 1.0
+    mean = a / (a + b)
+    sd = math.sqrt(a * b / ((a + b) ** 2 * (a + b + 1.0)))
+    x = min(max(mean + _ndtri_scalar(q) * sd, 1e-12), 1.0 - 1e-12)
+    lb = _log_beta(a, b)
+    for _ in range(300):
+        f = _betainc(a, b, x) - q
+        if f > 0:
+            hi = x
+        else:
+            lo = x
+        dens = math.exp((a - 1.0) * math.log(x) + (b - 1.0) * math.log1p(-x) - lb)
+        new = x - f / dens if dens > 0 else 0.5 * (lo + hi)
+        if not (lo < new < hi):
+            new = 0.5 * (lo + hi)
+        if abs(new - x) <= 1e-15 * max(x, 1e-300):
+            return new
+        x = new
+    return x
+
+
+def _ndtri_scalar(p: float) -> float:
+    """:func:`ndtri` of one Python float."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(p)
+
+
+def mcse(draws: Array, *, method: str = "mean", prob: float | None = None) -> Array:
+    """Monte Carlo standard error of the mean, sd or a quantile of each coordinate, as ArviZ computes it.
+
+    Parameters
+    ----------
+    draws : array, shape (chains, n, dim), (n, dim) or (n,)
+    method : {"mean", "sd", "quantile"}, default "mean"
+        ``"mean"``: sd / sqrt(ESS_mean). ``"sd"``: the delta-method error of the sd,
+        sqrt(Var(c^2) / ESS_mean / (4 E[c^2])) with c the centred draws (``arviz_stats``' formula).
+        ``"quantile"``: half the distance between the draws at the 15.9% and 84.1% quantiles of the
+        Beta(ESS p + 1, ESS (1 - p) + 1) law of the quantile's rank (Vehtari et al. 2021, section 4.3).
+    prob : float, optional
+        The quantile for ``"quantile"`` (required).
+
+    Returns
+    -------
+    array
+        Shape ``(dim,)`` (0-d for 1-D input), in the namespace of ``draws``. ``"quantile"`` computes
+        the Beta quantiles on the host, one coordinate at a time.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc.diagnostics.ess import mcse
+    >>> x = np.random.default_rng(0).normal(size=(4, 1000, 1))
+    >>> bool(abs(float(mcse(x)[0]) - 1 / np.sqrt(4000)) < 0.002)
+    True
+    """
+    if method not in _MCSE_METHODS:
+        msg = f"`method` must be one of {_MCSE_METHODS}; got {method!r}"
+        raise ValueError(msg)
+    if method == "quantile":
+        if prob is None:
+            msg = "`prob` is required for method='quantile' (a number in (0, 1))"
+            raise ValueError(msg)
+        prob = _check_prob(prob)
+    xp, x, ndim_in = _as_draws(draws, "draws", min_draws=4)
+    flat = _pooled(xp, x)
+    if method == "mean":
+        out = xp.std(flat, axis=0, correction=1) / xp.sqrt(_ess_core(xp, x, "mean", None, True))
+    elif method == "sd":
+        c = flat - xp.mean(flat, axis=0)
+        c2 = c * c
+        e = _ess_core(xp, x, "mean", None, True)
+        evar = xp.mean(c2, axis=0)
+        varvar = (xp.mean(c2 * c2, axis=0) - evar * evar) / e
+        ok = evar > 0
+        safe = xp.where(ok, evar, xp.ones_like(evar))
+        out = xp.where(ok, xp.sqrt(varvar / safe / 4.0), xp.full_like(evar, math.nan))
+    else:
+        e = _ess_core(xp, x, "quantile", prob, True)
+        s = xp.sort(flat, axis=0)
+        size = s.shape[0]
+        lo_idx, hi_idx = [], []
+        for j in range(s.shape[1]):
+            ej = float(e[j])
+            if math.isfinite(ej) and ej > 0:
+                a, b = ej * prob + 1.0, ej * (1.0 - prob) + 1.0
+                p1 = _beta_ppf(0.1586553, a, b) * size - 1.0
+                p2 = _beta_ppf(0.8413447, a, b) * size - 1.0
+            else:
+                p1, p2 = 0.0, size - 1.0
+            lo_idx.append(int(math.floor(max(p1, 0.0))))
+            hi_idx.append(int(math.ceil(min(p2, size - 1.0))))
+        dev = device_of(s)
+        i1 = xp.asarray(lo_idx, dtype=xp.int64, device=dev)[None, :]
+        i2 = xp.asarray(hi_idx, dtype=xp.int64, device=dev)[None, :]
+        out = (xp.take_along_axis(s, i2, axis=0) - xp.take_along_axis(s, i1, axis=0))[0, :] / 2.0
+    return xp.reshape(out, ()) if ndim_in == 1 else out
+
+
+def hdi(draws: Array, prob: float = 0.89) -> Array:
+    """Highest density interval of each coordinate: the shortest interval holding ``floor(prob K)`` + 1 draws.
+
+    The pooled draws of every coordinate are sorted and the narrowest window of ``floor(prob K)``
+    consecutive gaps is kept (ArviZ's ``"nearest"`` method; the first such window on ties).
+
+    Parameters
+    ----------
+    draws : array, shape (chains, n, dim), (n, dim) or (n,)
+    prob : float, default 0.89
+        Probability mass of the interval (ArviZ's default).
+
+    Returns
+    -------
+    array, shape (dim, 2)
+        Lower and upper bounds (shape ``(2,)`` for 1-D input).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc.diagnostics.ess import hdi
+    >>> x = np.random.default_rng(0).normal(size=(2, 5000, 1))
+    >>> np.round(hdi(x, 0.95), 1)
+    array([[-2. ,  1.9]])
+    """
+    prob = _check_prob(prob)
+    xp, x, ndim_in = _as_draws(draws, "draws", min_draws=1)
+    s = xp.sort(_pooled(xp, x), axis=0)
+    k = s.shape[0]
+    inc = int(math.floor(prob * k))
+    if inc >= k:
+        msg = f"`draws` has too few draws ({k}) for an interval of probability {prob}"
+        raise ValueError(msg)
+    width = s[inc:, :] - s[: k - inc, :]
+    i = xp.argmin(width, axis=0)[None, :]
+    lo = xp.take_along_axis(s, i, axis=0)[0, :]
+    hi = xp.take_along_axis(s, i + inc, axis=0)[0, :]
+    out = xp.stack([lo, hi], axis=-1)
+    return out[0, :] if ndim_in == 1 else out

@@ -5,7 +5,9 @@ est_state`` and ``estimate(rng, est_state, position) -> (grad, est_state, Estima
 state on the estimator object. Names accepted by :func:`sgmc.sample`: ``"full"``, ``"minibatch"``,
 ``"cv"``, ``"svrg"``, the preferential and adaptive estimators of Putcha et al. (2023) ``"ps"``,
 ``"cv-ps"``, ``"adaptive-cv"``, ``"adaptive-cv-ps"`` (:mod:`.preferential`), ``"saga"`` and ``"dpp"``
-(and ``"noisy"`` with ``noise_sd=``). Names may use ``-`` or ``_``. The subset and categorical draws that
+``"minibatch-noise"`` (with an estimate of its own error covariance), ``"cv-switch"`` (the control
+variate within ``radius=`` of its centre), and ``"noisy"`` with ``noise_sd=``. Names may use ``-`` or
+``_``. The subset and categorical draws that
 estimators build on (:func:`subsample`, :func:`categorical`) are here for custom estimators.
 """
 
@@ -36,6 +38,7 @@ from .preferential import (
     ps_weights,
 )
 from .saga import SAGA, SAGAState
+from .noise import MinibatchNoise, NoiseState, SwitchingControlVariate
 
 __all__ = [
     "EstimateInfo",
@@ -64,6 +67,9 @@ __all__ = [
     "cv_ps_weights",
     "calibrate_v0",
     "linear_kernel",
+    "MinibatchNoise",
+    "NoiseState",
+    "SwitchingControlVariate",
     "make_estimator",
     "ESTIMATORS",
     "subsample",
@@ -82,6 +88,8 @@ ESTIMATORS = {
     "adaptive-cv-ps": AdaptiveControlVariatePS,
     "saga": SAGA,
     "dpp": DPPSubsampling,
+    "minibatch-noise": MinibatchNoise,
+    "cv-switch": SwitchingControlVariate,
 }
 
 _NO_BATCH = ("full", "noisy")

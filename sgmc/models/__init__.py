@@ -4,9 +4,11 @@ See :mod:`sgmc.models.base` for the protocol (:class:`Target`, :class:`IIDData`)
 of a user-defined model, and :mod:`sgmc.models.transforms` for reparametrisations.
 """
 
+from .autodiff import TorchModel, from_torch
 from .base import IIDData, Model, Target, check_compatible, check_target, provides, require, take_rows
 from .gaussian import Gaussian, GaussianTarget
 from .glm import LinearRegression, LogisticRegression
+from .simplex import DirichletCategorical
 from .transforms import Affine
 
 __all__ = [
@@ -23,4 +25,7 @@ __all__ = [
     "LinearRegression",
     "LogisticRegression",
     "Affine",
+    "DirichletCategorical",
+    "from_torch",
+    "TorchModel",
 ]

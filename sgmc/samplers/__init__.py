@@ -2,7 +2,10 @@
 
 Every sampler follows one contract (:class:`Sampler`): ``init(rng, position, estimator) -> state``
 and ``step(rng, state, estimator, step_size) -> (state, StepInfo)``. Names accepted by
-:func:`sgmc.sample`: ``"sgld"``, ``"sghmc"``, ``"sgnht"``, ``"psgld"``, ``"ula"``, ``"mala"``. Step
+:func:`sgmc.sample`: ``"sgld"``, ``"sghmc"``, ``"sgnht"``, ``"psgld"``, ``"ula"``, ``"mala"``, ``"sgrld"``, ``"sgrhmc"``
+(Riemannian, with a :class:`Metric`; GLMs default to their Fisher metric), ``"recipe"`` (the general
+D, Q sampler), ``"scir"`` (the simplex), ``"sgld_corrected"`` and ``"sghmc_corrected"`` (gradient-noise
+corrections). Step
 sizes use the review's convention: SGLD is theta' = theta + (h/2) g + N(0, h I).
 """
 
@@ -20,18 +23,28 @@ from .base import (
     step_sizes,
     to_epsilon,
 )
+from .corrections import NoiseCorrectionError, SGHMCCorrected, VollmerSGLD
 from .hamiltonian import SGHMC, SGNHT, SGHMCState, SGNHTState
 from .langevin import MALA, PSGLD, SGLD, ULA, LangevinState, MALAState, PSGLDState
+from .metrics import GLMFisherMetric, Metric
+from .recipe import Recipe, RecipeState
+from .riemannian import SGRLD, SGRHMC, SGRHMCState
+from .scir import SCIR, SCIRState
 
 __all__ = [
     "Sampler", "SamplerBase", "StepInfo", "add_costs",
     "Schedule", "constant", "polynomial", "step_sizes", "to_epsilon", "from_learning_rate",
-    "SGLD", "ULA", "PSGLD", "MALA", "SGHMC", "SGNHT",
-    "LangevinState", "PSGLDState", "MALAState", "SGHMCState", "SGNHTState",
+    "SGLD", "ULA", "PSGLD", "MALA", "SGHMC", "SGNHT", "SGRLD", "SGRHMC", "Recipe", "SCIR", "VollmerSGLD", "SGHMCCorrected", "NoiseCorrectionError",
+    "Metric", "GLMFisherMetric",
+    "LangevinState", "PSGLDState", "MALAState", "SGHMCState", "SGNHTState", "SGRHMCState", "RecipeState", "SCIRState",
     "make_sampler", "SAMPLERS",
 ]
 
-SAMPLERS = {"sgld": SGLD, "ula": ULA, "psgld": PSGLD, "mala": MALA, "sghmc": SGHMC, "sgnht": SGNHT}
+SAMPLERS = {
+    "sgld": SGLD, "ula": ULA, "psgld": PSGLD, "mala": MALA, "sghmc": SGHMC, "sgnht": SGNHT,
+    "sgrld": SGRLD, "sgrhmc": SGRHMC, "recipe": Recipe, "scir": SCIR,
+    "sgld_corrected": VollmerSGLD, "sghmc_corrected": SGHMCCorrected,
+}
 
 
 def make_sampler(name: Any, model: Any = None, **options: Any) -> Sampler:
@@ -50,4 +63,6 @@ def make_sampler(name: Any, model: Any = None, **options: Any) -> Sampler:
         raise ValueError(msg)
     if key == "psgld" and model is not None:
         options.setdefault("n_data", model.n_data)
+    if key in ("sgrld", "sgrhmc") and model is not None:
+        options.setdefault("model", model)
     return SAMPLERS[key](**options)

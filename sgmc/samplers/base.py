@@ -102,6 +102,19 @@ class SamplerBase:
     name = "sampler"
     exact = False
     needs_log_density = False
+    #: Appended to divergence errors by samplers whose step size is on their own scale.
+    step_note = ""
+
+    def step_unit(self, model: Any, curvature: Any, position: Any = None, estimator: Any = None,
+                  rng: Any = None) -> float:
+        """The sampler's natural step size on ``model``: its step sizes are multiples of this unit.
+
+        ``curvature`` is the negative Hessian of log pi (dim, dim) at a representative ``position``
+        (the mode), or a scalar bound M on its largest eigenvalue. Langevin samplers: 1 / lambda_max
+        (SGLD is stable for h < 4 / lambda_max on a Gaussian). :func:`sgmc.tune_step_size` centres its
+        default grid on this unit, and the command line scales its default factors by it.
+        """
+        return 1.0 / _lambda_max(curvature)
 
     @staticmethod
     def start(rng: Any, position: Array, estimator: Any, est_state: Any) -> tuple[Array, Any, Any]:
@@ -116,6 +129,38 @@ class SamplerBase:
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({params})"
+
+
+def _lambda_max(curvature: Any) -> float:
+    """Largest eigenvalue of a (dim, dim) curvature matrix, or the scalar bound itself."""
+    if isinstance(curvature, (int, float)):
+        return max(float(curvature), 1e-300)
+    from .._array_api import array_namespace
+
+    xp = array_namespace(curvature)
+    return max(float(xp.max(xp.linalg.eigvalsh(curvature))), 1e-300)
+
+
+def _preconditioned_lambda_max(curvature: Any, scale: Any) -> float:
+    """lambda_max(S^{1/2} H S^{1/2}) for a (dim,) diagonal or (dim, dim) PSD ``scale`` S.
+
+    With a scalar curvature bound M, M lambda_max(S) (an upper bound).
+    """
+    from .._array_api import array_namespace
+
+    xp = array_namespace(scale)
+    if isinstance(curvature, (int, float)):
+        top = float(xp.max(scale)) if scale.ndim == 1 else float(xp.max(xp.linalg.eigvalsh(scale)))
+        return max(float(curvature) * top, 1e-300)
+    if scale.ndim == 1:
+        r = xp.sqrt(scale)
+        m = r[:, None] * curvature * r[None, :]
+    else:
+        from .metrics import sym_sqrt
+
+        r = sym_sqrt(xp, scale)
+        m = r @ curvature @ r
+    return max(float(xp.max(xp.linalg.eigvalsh(0.5 * (m + xp.matrix_transpose(m))))), 1e-300)
 
 
 class Schedule:

@@ -20,10 +20,15 @@ from typing import Any, NamedTuple
 
 from .._array_api import Array, array_namespace, device_of
 from .._validation import check_int, check_positive
-from .base import SamplerBase, StepInfo, add_costs
+from .base import SamplerBase, StepInfo, _lambda_max, add_costs
 from .integrators import drift, kick
 
-__all__ = ["SGHMC", "SGNHT", "SGHMCState", "SGNHTState"]
+__all__ = ["SGHMC", "SGNHT", "SGHMCState", "SGNHTState", "NoiseCorrectionError"]
+
+
+class NoiseCorrectionError(ValueError):
+    """A gradient-noise correction that cannot be applied at this step size (the corrected noise
+    covariance is not positive semi-definite); :func:`sgmc.tune_step_size` treats it like divergence."""
 
 
 class SGHMCState(NamedTuple):
@@ -43,9 +48,13 @@ class SGHMC(SamplerBase):
     n_leapfrog : int, default 5
         L inner steps per iteration, each with a fresh gradient estimate (the review's Section 6 uses 5);
         one draw is kept per iteration, so an iteration costs L gradient estimates.
-    noise_estimate : float or array (dim,), optional
+    noise_estimate : float, array (dim,) or "minibatch", optional
         V_hat, an estimate of the variance of the gradient estimator per coordinate. The injected noise
-        becomes N(0, h (C - (h/4) V_hat)), which must stay positive.
+        becomes N(0, h (C - (h/4) V_hat)), which must stay positive (C >= (h/4) V_hat, the review's
+        Table 1 condition C >= h V with V the variance of half the gradient error). ``"minibatch"``
+        reads V_hat at every kick from the estimator state (``est_state.v_hat`` of
+        :class:`~sgmc.estimators.MinibatchNoise`, per coordinate or a full covariance), registered as
+        ``"sghmc_corrected"``.
     resample_momentum : bool, default True
         Draw rho ~ N(0, I) at the start of every iteration. The first kick after a refresh is a half
         step, as in leapfrog; with a full first kick (the sgmcmc R package's scheme) the position
@@ -53,6 +62,10 @@ class SGHMC(SamplerBase):
     """
 
     name = "sghmc"
+
+    def step_unit(self, model, curvature, position=None, estimator=None, rng=None):
+        """1 / sqrt(lambda_max): the momentum samplers' leapfrog-like steps scale with the square root."""
+        return 1.0 / math.sqrt(_lambda_max(curvature))
 
     def __init__(self, friction: float = 1.0, n_leapfrog: int = 5, noise_estimate: Any = None,
                  resample_momentum: bool = True):
@@ -62,6 +75,9 @@ class SGHMC(SamplerBase):
         except (TypeError, ValueError):
             msg = f"`n_leapfrog` must be an integer of at least 1; got {n_leapfrog!r}"
             raise ValueError(msg) from None
+        if isinstance(noise_estimate, str) and noise_estimate != "minibatch":
+            msg = f"`noise_estimate` must be a number, an array or 'minibatch'; got {noise_estimate!r}"
+            raise ValueError(msg)
         self.noise_estimate = float(noise_estimate) if isinstance(noise_estimate, (int, float)) else noise_estimate
         self.resample_momentum = bool(resample_momentum)
 
@@ -70,20 +86,40 @@ class SGHMC(SamplerBase):
         rho = rng.normal(tuple(position.shape), dtype=position.dtype)
         return SGHMCState(position, rho, g, est_state)
 
-    def _noise_sd(self, xp, h):
-        """Standard deviation of the injected momentum noise, sqrt(h (C - (h/4) V_hat))."""
+    def _noise_sd(self, xp, h, es=None):
+        """Standard deviation of the injected momentum noise, sqrt(h (C - (h/4) V_hat)).
+
+        With ``noise_estimate="minibatch"`` V_hat comes from the estimator state ``es``; a full
+        covariance (chains, d, d) gives a (chains, d, d) matrix square root.
+        """
         C = self.friction
         v_hat = self.noise_estimate
+        if isinstance(v_hat, str):
+            from .corrections import noise_estimate_of
+            from .metrics import sym_sqrt
+
+            v_hat = noise_estimate_of(es, "SGHMC(noise_estimate='minibatch')")
+            if v_hat.ndim == 3:
+                d = v_hat.shape[-1]
+                eye = xp.eye(d, dtype=v_hat.dtype, device=device_of(v_hat))
+                cov = C * eye[None, :, :] - 0.25 * h * v_hat
+                if not float(xp.min(xp.linalg.eigvalsh(cov))) >= -1e-12 * C:
+                    msg = (
+                        f"SGHMC noise correction needs friction C I >= (h/4) V_hat; with step_size={h} and "
+                        f"friction={C} it is not positive semi-definite: lower the step size or raise the friction"
+                    )
+                    raise NoiseCorrectionError(msg)
+                return math.sqrt(h) * sym_sqrt(xp, cov)
         if v_hat is None:
             return math.sqrt(h * C)
         var = C - 0.25 * h * v_hat
-        ok = var > 0 if isinstance(var, float) else bool(xp.all(var > 0))
+        ok = var > 0 if isinstance(var, float) else bool(xp.all(var >= 0))
         if not ok:
             msg = (
                 f"SGHMC noise correction needs friction C > (h/4) V_hat; with step_size={h} and "
                 f"friction={C} it is not positive: lower the step size or raise the friction"
             )
-            raise ValueError(msg)
+            raise NoiseCorrectionError(msg)
         return math.sqrt(h * var) if isinstance(var, float) else xp.sqrt(h * var)
 
     def step(self, rng, state, estimator, step_size):
@@ -91,7 +127,8 @@ class SGHMC(SamplerBase):
         xp = array_namespace(x)
         h = step_size
         C = self.friction
-        sd = self._noise_sd(xp, h)
+        per_kick = isinstance(self.noise_estimate, str)
+        sd = None if per_kick else self._noise_sd(xp, h)
         shape = tuple(x.shape)
         cost = None
         remaining = self.n_leapfrog
@@ -102,17 +139,35 @@ class SGHMC(SamplerBase):
             # targets a covariance half the right size).
             rho = rng.normal(shape, dtype=x.dtype)
             z = rng.normal(shape, dtype=x.dtype)
-            rho = kick(rho, g, 0.5 * h, C, sd * math.sqrt(0.5), z)
+            if per_kick:
+                sd = self._noise_sd(xp, h, es)
+            rho = kick(rho, g, 0.5 * h, C, _scaled(sd, math.sqrt(0.5)), _mat(sd, z))
             x = drift(x, rho, h)
             g, es, cost = estimator.estimate(rng, es, x)
             remaining -= 1
         for _ in range(remaining):
             z = rng.normal(shape, dtype=x.dtype)
-            rho = kick(rho, g, h, C, sd, z)
+            if per_kick:
+                sd = self._noise_sd(xp, h, es)
+            rho = kick(rho, g, h, C, _scaled(sd, 1.0), _mat(sd, z))
             x = drift(x, rho, h)
             g, es, info = estimator.estimate(rng, es, x)
             cost = info if cost is None else add_costs(cost, info)
         return SGHMCState(x, rho, g, es), StepInfo(cost)
+
+
+def _scaled(sd: Any, factor: float) -> Any:
+    """The noise scale for :func:`kick`: ``sd * factor``, or ``factor`` when ``sd`` is a matrix (applied to z)."""
+    if getattr(sd, "ndim", 0) == 3:
+        return factor
+    return sd * factor
+
+
+def _mat(sd: Any, z: Array) -> Array:
+    """``z``, or ``sd @ z`` per chain when the noise scale is a (chains, d, d) matrix."""
+    if getattr(sd, "ndim", 0) == 3:
+        return (sd @ z[..., None])[..., 0]
+    return z
 
 
 class SGNHTState(NamedTuple):
@@ -139,6 +194,10 @@ class SGNHT(SamplerBase):
     """
 
     name = "sgnht"
+
+    def step_unit(self, model, curvature, position=None, estimator=None, rng=None):
+        """1 / sqrt(lambda_max): the momentum samplers' leapfrog-like steps scale with the square root."""
+        return 1.0 / math.sqrt(_lambda_max(curvature))
 
     def __init__(self, diffusion: float = 1.0):
         self.diffusion = check_positive(diffusion, "diffusion")

@@ -1,0 +1,163 @@
+"""Models written once in PyTorch, with per-datum gradients, Hessians and Hessian-vector products by autodiff.
+
+The array API has no automatic differentiation, so sgmc's built-in models carry analytic gradients.
+:func:`from_torch` builds a model from a per-datum log-likelihood (and log prior) written with torch
+operations on one parameter vector and one datum: ``torch.func.grad`` differentiates it, and
+``torch.func.vmap`` maps it over the minibatch and over the chains, so every estimator and sampler sees
+the usual model protocol (:mod:`sgmc.models.base`) on torch tensors. Curvature comes the same way:
+``hess_log_lik`` (``jacrev`` of the gradient) for estimators that use per-datum Hessians, and
+``hvp_log_lik`` (the gradient of g(theta) . v, reverse over reverse) for Hessian-vector products.
+
+torch is imported only when a model is built, so ``import sgmc`` never needs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .._array_api import Array, array_namespace, device_of
+from .base import Model, take_rows
+
+__all__ = ["from_torch", "TorchModel"]
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - torch is a test dependency
+        msg = "sgmc.models.from_torch needs PyTorch (pip install torch)"
+        raise ImportError(msg) from exc
+    return torch
+
+
+def from_torch(log_lik: Callable, log_prior: Callable | None, data: Any, *, dim: int) -> "TorchModel":
+    """A model from a per-datum log-likelihood written in torch; gradients by ``torch.func``.
+
+    Parameters
+    ----------
+    log_lik : callable
+        ``log_lik(theta, *datum) -> scalar tensor``: log f(y_i | theta) for one parameter vector
+        ``theta`` (dim,) and one datum (one row of each data tensor).
+    log_prior : callable or None
+        ``log_prior(theta) -> scalar tensor`` (up to a constant); ``None`` for a flat prior.
+    data : torch.Tensor or tuple of torch.Tensor
+        The N data along the first axis of every tensor (for regression, ``(X, y)``).
+    dim : int
+        Dimension of theta.
+
+    Returns
+    -------
+    TorchModel
+        A :class:`~sgmc.models.Model` on torch tensors: parameters take the data's floating dtype
+        (float64 for integer data) and device.
+
+    Raises
+    ------
+    TypeError
+        When ``data`` holds NumPy arrays or other non-torch arrays: pass torch tensors
+        (``torch.as_tensor(x)``), or write a model with analytic gradients (:class:`sgmc.models.Model`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sgmc.models import from_torch
+    >>> X = torch.randn(100, 2, dtype=torch.float64); y = (X[:, 0] > 0).double()
+    >>> def log_lik(theta, x, y):
+    ...     eta = x @ theta
+    ...     return y * eta - torch.nn.functional.softplus(eta)
+    >>> model = from_torch(log_lik, lambda th: -0.05 * th @ th, (X, y), dim=2)
+    >>> model.grad_log_posterior(torch.zeros(3, 2, dtype=torch.float64)).shape
+    torch.Size([3, 2])
+    """
+    return TorchModel(log_lik, log_prior, data, dim=dim)
+
+
+class TorchModel(Model):
+    """The model :func:`from_torch` returns (see there)."""
+
+    def __init__(self, log_lik: Callable, log_prior: Callable | None, data: Any, *, dim: int):
+        torch = _torch()
+        parts = tuple(data) if isinstance(data, (tuple, list)) else (data,)
+        for k, part in enumerate(parts):
+            if not isinstance(part, torch.Tensor):
+                msg = (
+                    f"`data` must hold torch tensors for from_torch (autodiff runs in PyTorch); entry {k} is a "
+                    f"{type(part).__module__}.{type(part).__name__}: convert it with torch.as_tensor(...), or "
+                    "write a model with analytic gradients (subclass sgmc.models.Model) to use NumPy arrays"
+                )
+                raise TypeError(msg)
+        if not parts or parts[0].ndim < 1:
+            msg = "`data` must be a tensor or tuple of tensors with the N data along the first axis"
+            raise ValueError(msg)
+        n = int(parts[0].shape[0])
+        if any(int(p.shape[0]) != n for p in parts):
+            msg = f"every tensor in `data` must have the same first dimension; got {[tuple(p.shape) for p in parts]}"
+            raise ValueError(msg)
+        if not callable(log_lik) or (log_prior is not None and not callable(log_prior)):
+            msg = "`log_lik` must be a callable (and `log_prior` a callable or None)"
+            raise TypeError(msg)
+        floats = [p.dtype for p in parts if p.is_floating_point()]
+        dtype = floats[0] if floats else torch.float64
+        xp = array_namespace(parts[0])
+        super().__init__(n, int(dim), xp, dtype, device=device_of(parts[0]))
+        self.data = parts
+        self.log_lik_fn = log_lik
+        self.log_prior_fn = log_prior
+        k = len(parts)
+        func = torch.func
+        grad1 = func.grad(log_lik)
+        # per chain (outer) and per datum (inner); data are per chain for a minibatch, shared for all data
+        self._f_batch = func.vmap(func.vmap(log_lik, in_dims=(None,) + (0,) * k), in_dims=(0,) + (0,) * k)
+        self._f_all = func.vmap(func.vmap(log_lik, in_dims=(None,) + (0,) * k), in_dims=(0,) + (None,) * k)
+        self._g_batch = func.vmap(func.vmap(grad1, in_dims=(None,) + (0,) * k), in_dims=(0,) + (0,) * k)
+        self._g_all = func.vmap(func.vmap(grad1, in_dims=(None,) + (0,) * k), in_dims=(0,) + (None,) * k)
+        hess1 = func.jacrev(grad1)
+        self._h_batch = func.vmap(func.vmap(hess1, in_dims=(None,) + (0,) * k), in_dims=(0,) + (0,) * k)
+        self._h_all = func.vmap(func.vmap(hess1, in_dims=(None,) + (0,) * k), in_dims=(0,) + (None,) * k)
+
+        def hvp1(theta, v, *datum):
+            return func.grad(lambda t: torch.dot(grad1(t, *datum), v))(theta)
+
+        self._hvp_batch = func.vmap(func.vmap(hvp1, in_dims=(None, None) + (0,) * k), in_dims=(0, 0) + (0,) * k)
+        self._hvp_all = func.vmap(func.vmap(hvp1, in_dims=(None, None) + (0,) * k), in_dims=(0, 0) + (None,) * k)
+        if log_prior is not None:
+            self._p = func.vmap(log_prior)
+            self._gp = func.vmap(func.grad(log_prior))
+
+    def _rows(self, idx: Array) -> tuple:
+        return tuple(take_rows(self.xp, p, idx) for p in self.data)
+
+    def log_prior(self, theta: Array) -> Array:
+        if self.log_prior_fn is None:
+            return self.xp.zeros(theta.shape[:-1], dtype=theta.dtype, device=device_of(theta))
+        return self._p(theta)
+
+    def grad_log_prior(self, theta: Array) -> Array:
+        if self.log_prior_fn is None:
+            return self.xp.zeros_like(theta)
+        return self._gp(theta)
+
+    def log_lik(self, theta: Array, idx: Array | None = None) -> Array:
+        if idx is None:
+            return self._f_all(theta, *self.data)
+        return self._f_batch(theta, *self._rows(idx))
+
+    def grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
+        if idx is None:
+            return self._g_all(theta, *self.data)
+        return self._g_batch(theta, *self._rows(idx))
+
+    def hess_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
+        """Per-datum Hessians of log f, (chains, batch, dim, dim), by ``jacrev`` of the gradient."""
+        if idx is None:
+            return self._h_all(theta, *self.data)
+        return self._h_batch(theta, *self._rows(idx))
+
+    def hvp_log_lik(self, theta: Array, v: Array, idx: Array | None = None) -> Array:
+        """Per-datum Hessian-vector products H_i(theta) v, (chains, batch, dim), with ``v`` (chains, dim)."""
+        if idx is None:
+            return self._hvp_all(theta, v, *self.data)
+        return self._hvp_batch(theta, v, *self._rows(idx))
+
+    def __repr__(self) -> str:
+        return f"TorchModel(n_data={self.n_data}, dim={self.dim})"
