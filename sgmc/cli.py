@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import __version__, backends
+from ._atomic import atomic_write
 from .datasets import linear_regression_data, load_csv, logistic_regression_data
 from .diagnostics import log_loss, predictive_log_lik
 from .estimators import ESTIMATORS
@@ -540,7 +541,7 @@ def _command_run(args) -> int:
         arrays = {f"draws_{k}": backends.to_numpy(v["trace"].draws) for k, v in results.items()}
         arrays["reference_mean"] = problem.reference_mean
         arrays["table"] = np.asarray(json.dumps(rows))
-        with open(args.output, "wb") as fh:
+        with atomic_write(args.output) as fh:
             np.savez_compressed(fh, **arrays)
         print(f"draws written to {args.output}")
     return 0
