@@ -108,6 +108,8 @@ class DivergenceError(FloatingPointError):
         self.step_size = step_size
         self.partial = None
         self.trace = None
+        self.group = None
+        self.finished = None
 
 
 def check_diverged(xp: Any, position: Array, k: int, h: float, name: str) -> None:
