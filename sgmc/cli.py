@@ -426,8 +426,8 @@ def _format_table(rows: list, metric: str) -> str:
          f"{r['mean_error']:.3g}")
         for r in rows if "diverged" not in r
     ]
-    widths = [max(len(head[i]), *(len(b[i]) for b in body)) for i in range(len(head))]
-    widths[0] = max(widths[0], *(len(r["method"]) for r in rows))
+    widths = [max([len(head[i])] + [len(b[i]) for b in body]) for i in range(len(head))]
+    widths[0] = max([widths[0]] + [len(r["method"]) for r in rows])
     line = lambda cells: "  ".join(  # noqa: E731
         c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
     )
