@@ -20,6 +20,7 @@ import difflib
 import json
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ import numpy as np
 
 from . import __version__, backends
 from ._atomic import atomic_write
+from ._validation import did_you_mean
 from .datasets import linear_regression_data, load_csv, logistic_regression_data
 from .chains import DivergenceError
 from .diagnostics import log_loss, predictive_log_lik
@@ -73,6 +75,13 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line on stderr, exit status 2."""
 
     def error(self, message: str):
+        # "argument --model: invalid choice: 'logisitc' (choose from ...)": name the closest choice
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            choices = re.findall(r"'([^']*)'", m.group(2)) or [c.strip() for c in m.group(2).split(",")]
+            hint = did_you_mean(m.group(1), choices)
+            if hint:
+                message = f"{message};{hint}"
         _fail(message)
 
 

@@ -217,6 +217,9 @@ def sample(
     check_choice(store_grads, "store_grads", (False, True, "estimate", "full"))
     if store_grads == "full":
         require(model, ("grad_log_posterior",), "store_grads='full'")
+    if isinstance(batch_size, bool):
+        msg = f"`batch_size` must be a positive int or a fraction in (0, 1); got {batch_size!r}"
+        raise TypeError(msg)
     check_executor(executor)
     kept = list(range(burn_in, n_iter, thin))
     if thin > 1 and len(kept) < 2:

@@ -153,27 +153,26 @@ class Trace:
             Naming ``path``, when the file is damaged (truncated, not a ``.npz`` archive) or is not a
             trace saved by :meth:`save`.
         """
-        try:
-            data = np.load(path, allow_pickle=False)
-        except FileNotFoundError:
-            raise
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-            msg = f"cannot read the trace file {path!r}: it is not a .npz archive saved by sgmc.Trace.save ({err})"
-            raise ValueError(msg) from err
-        if not isinstance(data, np.lib.npyio.NpzFile):
-            msg = f"cannot read the trace file {path!r}: it holds a single array, not a trace saved by sgmc.Trace.save"
-            raise ValueError(msg)
-        with data:
-            missing = [k for k in ("draws", "iterations", "__meta__") if k not in data.files]
-            if missing:
-                msg = f"{path!r} is not a trace saved by sgmc.Trace.save: it has no {', '.join(missing)}"
-                raise ValueError(msg)
+        with open(path, "rb") as fh:
             try:
-                arrays = {k: data[k] for k in data.files if k != "__meta__"}
-                meta = json.loads(str(data["__meta__"]))
-            except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
-                msg = f"cannot read the trace file {path!r}: it is damaged ({type(err).__name__}: {err})"
+                data = np.load(fh, allow_pickle=False)
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+                msg = f"cannot read the trace file {path!r}: it is not a .npz archive saved by sgmc.Trace.save ({err})"
                 raise ValueError(msg) from err
+            if not isinstance(data, np.lib.npyio.NpzFile):
+                msg = f"cannot read the trace file {path!r}: it holds a single array, not a trace saved by sgmc.Trace.save"
+                raise ValueError(msg)
+            with data:
+                missing = [k for k in ("draws", "iterations", "__meta__") if k not in data.files]
+                if missing:
+                    msg = f"{path!r} is not a trace saved by sgmc.Trace.save: it has no {', '.join(missing)}"
+                    raise ValueError(msg)
+                try:
+                    arrays = {k: data[k] for k in data.files if k != "__meta__"}
+                    meta = json.loads(str(data["__meta__"]))
+                except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+                    msg = f"cannot read the trace file {path!r}: it is damaged ({type(err).__name__}: {err})"
+                    raise ValueError(msg) from err
         draws = backends.asarray(arrays["draws"], backend=backend)
         grads = backends.asarray(arrays["grads"], backend=backend) if "grads" in arrays else None
         stats = {k[len("stat__"):]: v for k, v in arrays.items() if k.startswith("stat__")}

@@ -168,9 +168,9 @@ def available_backends() -> list[str]:
 
 
 def _seed_sequence(seed: Any) -> np.random.SeedSequence:
-    if seed is None or isinstance(seed, (int, np.integer)):
+    if seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)):
         if seed is not None and int(seed) < 0:
-            msg = f"`seed` must be a non-negative integer; got {seed}"
+            msg = f"`rng` (a seed) must be a non-negative integer; got {seed}"
             raise ValueError(msg)
         return np.random.SeedSequence(None if seed is None else int(seed))
     if isinstance(seed, np.random.SeedSequence):
