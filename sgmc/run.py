@@ -50,6 +50,9 @@ class SamplingInterruptedWarning(UserWarning):
 DEFAULT_GROUP_SIZE = 16
 
 
+_REQUIRED: Any = type("_Required", (), {"__repr__": lambda self: "<required>"})()
+
+
 def _initial_position(model, init, chains, rng):
     xp = model.xp
     if init is None:
@@ -91,7 +94,7 @@ def sample(
     sampler: Any = "sgld",
     estimator: Any = "minibatch",
     *,
-    step_size: Any,
+    step_size: Any = _REQUIRED,
     batch_size: Any = None,
     n_iter: int = 1000,
     chains: int = 1,
@@ -203,6 +206,9 @@ def sample(
     """
     if unknown:
         _refuse_keywords(unknown)
+    if step_size is _REQUIRED:
+        msg = "sample() needs `step_size`: h in the review's convention, a schedule or n_iter values"
+        raise TypeError(msg)
     model = check_target(model)
     xp = model.xp
     n_iter = check_int(n_iter, "n_iter")
