@@ -17,7 +17,8 @@ import sgmc
 from sgmc.datasets import logistic_regression_data
 from sgmc.diagnostics import rhat
 from sgmc.models import LinearRegression, LogisticRegression, Model, take_rows
-from sgmc.optimize import laplace, mode_gap
+from sgmc import optimize
+from sgmc.optimize import laplace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,7 +49,7 @@ def test_cv_starts_the_chains_at_the_mode(skewed):
     # where the chains start: one step of h = 5e-4 from the centre moves them by about sqrt(h) = 0.02
     start = trace.draws[:, 0, :]
     assert np.all(np.abs(start - fit.mode) < 0.25 * sd + 3 * np.sqrt(5e-4))
-    assert mode_gap(skewed, fit.mode) < 1e-6
+    assert optimize.mode_gap(skewed, fit.mode) < 1e-6
 
 
 def test_a_failed_mode_search_is_named(skewed):
@@ -68,7 +69,7 @@ def test_mode_gap_measures_posterior_standard_deviations(linear):
     off = mean + np.array([3.0 * sd, 0.0])
     # for a Gaussian posterior the Newton decrement is the Mahalanobis distance
     expected = float(np.sqrt((off - mean) @ np.linalg.solve(cov, off - mean)))
-    assert mode_gap(linear, off) == pytest.approx(expected, rel=1e-6)
+    assert optimize.mode_gap(linear, off) == pytest.approx(expected, rel=1e-6)
 
 
 def test_the_quick_start_example_converges():
