@@ -3,16 +3,31 @@
 :func:`progress_bar` returns a tqdm bar when tqdm is installed and a small built-in text bar
 otherwise, so progress shows with the core install. Bars are quiet when standard error is not a
 terminal (a log file, a pipe, a test run) unless asked for with ``progress="always"``; ``False``
-turns them off.
+turns them off. A call that runs other phases sets the default for them with
+:func:`progress_scope`: inside ``sgmc.sample(..., progress=False)`` the mode search is quiet too.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
 import time
-from typing import Any
+from typing import Any, Iterator
 
-__all__ = ["progress_bar", "TextBar", "wants_progress"]
+__all__ = ["progress_bar", "progress_scope", "TextBar", "wants_progress"]
+
+_SCOPE: contextvars.ContextVar = contextvars.ContextVar("sgmc_progress", default=None)
+
+
+@contextlib.contextmanager
+def progress_scope(progress: Any) -> Iterator[None]:
+    """Phases run inside take ``progress`` as their setting: False silences them, "always" forces them."""
+    token = _SCOPE.set(progress)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
 
 _CHOICES = (True, False, "always", "auto")
 
@@ -28,9 +43,10 @@ def wants_progress(progress: Any, stream: Any = None) -> bool:
     if progress not in _CHOICES or (progress in (0, 1) and not isinstance(progress, bool)):
         msg = f"`progress` must be True, False, 'auto' or 'always'; got {progress!r}"
         raise ValueError(msg)
-    if progress is False:
+    outer = _SCOPE.get()
+    if progress is False or outer is False:
         return False
-    if progress == "always":
+    if progress == "always" or outer == "always":
         return True
     stream = sys.stderr if stream is None else stream
     try:

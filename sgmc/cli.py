@@ -30,6 +30,7 @@ import numpy as np
 
 from . import __version__, backends
 from ._atomic import atomic_write
+from ._progress import progress_scope
 from ._validation import did_you_mean
 from .datasets import linear_regression_data, load_csv, logistic_regression_data
 from .chains import DivergenceError
@@ -502,7 +503,7 @@ def _command_run(args) -> int:
     t0 = time.perf_counter()
     nb = args.batch_size
     nb = max(1, min(model.n_data, int(nb * model.n_data) if isinstance(nb, float) else int(nb)))
-    problem.mode, precision, n_newton = laplace(model, mode_rng, batch_size=nb)
+    problem.mode, precision, n_newton = laplace(model, mode_rng, batch_size=nb, progress=not args.no_progress)
     eig = backends.to_numpy(model.xp.linalg.eigvalsh(precision))
     problem.lambda_max = float(eig[-1])
     mode_note = f"mode by Adam (2000 steps) and {n_newton} Newton steps with exact Hessians, {time.perf_counter() - t0:.1f} s"
@@ -604,7 +605,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
-        return _command_run(args)
+        with progress_scope(False if args.no_progress else True):
+            return _command_run(args)
     except SystemExit as exc:  # --help and --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     except KeyboardInterrupt:

@@ -357,8 +357,11 @@ class Laplace(NamedTuple):
     newton_steps: int
 
 
-def laplace(model: Any, rng: Any, *, init: Any = None, batch_size: Any = None, n_steps: int = 2000) -> Laplace:
+def laplace(model: Any, rng: Any, *, init: Any = None, batch_size: Any = None, n_steps: int = 2000,
+            progress: Any = True) -> Laplace:
     """Mode by :func:`find_mode` (Adam) polished by :func:`newton`, and the precision there.
+
+    ``progress`` shows a bar over the optimiser's steps (on a terminal; see :func:`sgmc.sample`).
 
     Examples
     --------
@@ -374,6 +377,7 @@ def laplace(model: Any, rng: Any, *, init: Any = None, batch_size: Any = None, n
     """
     xp = model.xp
     start = xp.zeros((model.dim,), dtype=model.dtype, device=model.device) if init is None else init
-    theta = find_mode(model, rng, start, n_steps=n_steps, batch_size=batch_size, polish=False, check=False)
+    theta = find_mode(model, rng, start, n_steps=n_steps, batch_size=batch_size, polish=False, check=False,
+                      progress=progress)
     theta, steps = newton(model, theta)
     return Laplace(theta, negative_hessian(model, theta), steps)

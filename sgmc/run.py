@@ -30,7 +30,7 @@ from typing import Any, Callable
 from . import backends
 from ._array_api import as_float_array, check_finite, is_array
 from ._atomic import atomic_write
-from ._progress import progress_bar
+from ._progress import progress_bar, progress_scope, wants_progress
 from ._validation import check_choice, check_int
 from .chains import DivergenceError, run_chains
 from .estimators import FullGradient, SupportsPrepare, make_estimator
@@ -145,8 +145,10 @@ def sample(
     store_grads : bool or {"estimate", "full"}
         Keep the gradient paired with each kept draw: the estimate the sampler used (``True`` or
         ``"estimate"``, free) or the exact full-data gradient (``"full"``, one O(N) pass per kept draw).
-    progress : bool
-        Show a tqdm progress bar when tqdm is installed.
+    progress : bool or {"auto", "always"}
+        Show progress bars (the mode search of ``"cv"`` included): tqdm's when it is installed, a
+        built-in text bar otherwise. ``True`` (or ``"auto"``) shows them only when standard error is
+        a terminal; ``"always"`` shows them anywhere; ``False`` never.
     check_every : int
         Interval of the divergence check.
     sampler_options, estimator_options : dict, optional
@@ -211,6 +213,7 @@ def sample(
         raise TypeError(msg)
     model = check_target(model)
     xp = model.xp
+    wants_progress(progress)
     n_iter = check_int(n_iter, "n_iter")
     chains = check_int(chains, "chains")
     thin = check_int(thin, "thin")
@@ -255,7 +258,8 @@ def sample(
     t_setup = time.perf_counter()
     setup_evals = 0.0
     if isinstance(est, SupportsPrepare):
-        prepared = est.prepare(prep_rng, position)
+        with progress_scope(progress):
+            prepared = est.prepare(prep_rng, position)
         est = prepared.estimator
         setup_evals += prepared.n_evals
         if prepared.start is not None and init is None:
