@@ -441,9 +441,10 @@ def _execute(job: _Job, executor: Any, progress: bool, callback: Callable | None
         return job.trace(job.results)
     trace = job.trace(job.results + ([partial] if partial is not None else []), interrupted=True)
     where = f"; resume with sgmc.resume({os.fspath(job.path)!r})" if job.path is not None else ""
+    chains = f" of {trace.n_chains} of the {job.settings['chains']} chains" if trace.n_chains < job.settings["chains"] else ""
     msg = (
-        f"sampling interrupted after {trace.info['iterations_done']} of {n_iter} iterations; the trace "
-        f"holds the draws so far (trace.info['interrupted'] is True){where}"
+        f"sampling interrupted after {trace.info['iterations_done']} of {n_iter} iterations{chains}; the "
+        f"trace holds the draws so far (trace.info['interrupted'] is True){where}"
     )
     warnings.warn(msg, SamplingInterruptedWarning, stacklevel=3)
     return trace

@@ -12,8 +12,9 @@ in a fresh temporary folder:
 
 A block that cannot run in the test suite carries a marker on the line before its opening fence:
 ``<!-- docs-test: skip REASON -->`` (never run: it needs a GPU, a cluster, the network, or another
-checkout) or ``<!-- docs-test: slow -->`` (run only when slow tests are selected, ``-m slow``). Any
-other ``docs-test`` marker is an error. New pages are picked up automatically.
+checkout) or ``<!-- docs-test: slow -->`` (run only with the slow tests: ``python -m pytest -m slow
+tests/test_docs.py``). Any other ``docs-test`` marker is an error. New pages are picked up
+automatically.
 """
 
 from __future__ import annotations
@@ -131,9 +132,18 @@ def run_page(page: str, tmp: Path, slow: bool) -> int:
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_doc_page_runs(page, tmp_path, request):
-    slow = "slow" in (request.config.getoption("-m") or "")
-    run_page(page, tmp_path, slow)
+def test_doc_page_runs(page, tmp_path):
+    run_page(page, tmp_path, slow=False)
+
+
+def _has_slow_blocks(page: str) -> bool:
+    return any(b["marker"] and b["marker"][0] == "slow" for b in code_blocks((ROOT / page).read_text()))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [p for p in PAGES if _has_slow_blocks(p)])
+def test_doc_page_runs_with_its_slow_blocks(page, tmp_path):
+    run_page(page, tmp_path, slow=True)
 
 
 def test_every_listed_doctest_page_exists_and_has_examples():
