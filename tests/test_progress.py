@@ -34,24 +34,28 @@ def model():
     return LinearRegression(X, y)
 
 
+CV = {"opt_steps": 1000}  # the shortest mode search that shows a bar
+
+
 def test_bars_are_quiet_when_stderr_is_not_a_terminal(model, capsys):
-    sgmc.sample(model, "sgld", "cv", step_size=1e-4, n_iter=300, rng=0, progress=True)
+    sgmc.sample(model, "sgld", "cv", step_size=1e-4, n_iter=300, rng=0, progress=True, estimator_options=CV)
     assert capsys.readouterr().err == ""
 
 
 def test_the_core_install_shows_sampling_and_mode_search(model, monkeypatch, no_tqdm):
     err = Terminal()
     monkeypatch.setattr(sys, "stderr", err)
-    sgmc.sample(model, "sgld", "cv", step_size=1e-4, n_iter=300, rng=0)  # progress=True is the default
+    sgmc.sample(model, "sgld", "cv", step_size=1e-4, n_iter=300, rng=0, estimator_options=CV)  # progress=True
     text = err.getvalue()
-    assert "mode search: 100%" in text and "2000/2000" in text
+    assert "mode search: 100%" in text and "1000/1000" in text
     assert "sgld/cv: 100%" in text and "300/300" in text
 
 
 def test_always_shows_bars_anywhere_and_false_never(model, capsys, no_tqdm):
-    sgmc.sample(model, "sgld", "cv", step_size=1e-4, n_iter=300, rng=0, progress="always")
-    assert "sgld/cv: 100%" in capsys.readouterr().err
-    sgmc.sample(model, "sgld", "cv", step_size=1e-4, n_iter=300, rng=0, progress=False)
+    sgmc.sample(model, "sgld", "cv", step_size=1e-4, n_iter=100, rng=0, progress="always", estimator_options=CV)
+    err = capsys.readouterr().err
+    assert "mode search: 100%" in err and "sgld/cv: 100%" in err
+    sgmc.sample(model, "sgld", "cv", step_size=1e-4, n_iter=100, rng=0, progress=False, estimator_options=CV)
     assert capsys.readouterr().err == ""
     with pytest.raises(ValueError, match="`progress` must be True, False, 'auto' or 'always'; got 'yes'"):
         sgmc.sample(model, step_size=1e-4, n_iter=10, progress="yes")
@@ -67,11 +71,11 @@ def test_cli_shows_every_long_phase_on_a_terminal(monkeypatch, no_tqdm, capsys):
 
     err = Terminal()
     monkeypatch.setattr(sys, "stderr", err)
-    assert main(["run", "--quick", "--iters", "400", "--reference-iters", "100"]) == 0
+    assert main(["run", "--quick", "--n-data", "1000", "--iters", "400", "--reference-iters", "100"]) == 0
     text = err.getvalue()
     for phase in ("mode search: 100%", "mala/full: 100%", "sgld/minibatch: 100%", "sgld/cv: 100%"):
         assert phase in text, phase
     err2 = Terminal()
     monkeypatch.setattr(sys, "stderr", err2)
-    assert main(["run", "--quick", "--iters", "400", "--reference-iters", "100", "--no-progress"]) == 0
+    assert main(["run", "--quick", "--n-data", "1000", "--iters", "400", "--reference-iters", "100", "--no-progress"]) == 0
     assert err2.getvalue() == ""
