@@ -25,6 +25,7 @@ import io
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -95,13 +96,24 @@ def _run_block(page: str, block: dict, kind: str, globs: dict, tmp: Path) -> Non
     elif kind == "script":
         script = tmp / f"block_{block['line']}.py"
         script.write_text(src)
-        proc = subprocess.run([sys.executable, str(script)], cwd=tmp, env=env, capture_output=True, text=True,
-                              timeout=600)
-        assert proc.returncode == 0, f"{where}: the script failed\n{proc.stderr[-3000:]}"
+        code, err = _run([sys.executable, str(script)], tmp, env)
+        assert code == 0, f"{where}: the script failed\n{err[-3000:]}"
     else:
-        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", src], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=600)
-        assert proc.returncode == 0, f"{where}: the command failed\n{proc.stderr[-3000:]}"
+        code, err = _run(["bash", "-euo", "pipefail", "-c", src], ROOT, env)
+        assert code == 0, f"{where}: the command failed\n{err[-3000:]}"
+
+
+def _run(cmd: list, cwd: Path, env: dict, timeout: float = 1800) -> tuple[int, str]:
+    """Run a command in its own process group; on timeout end the whole group (workers included)."""
+    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return proc.returncode, err
 
 
 def run_page(page: str, tmp: Path, slow: bool) -> int:
