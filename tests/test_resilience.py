@@ -209,3 +209,18 @@ def test_cli_reports_a_diverged_method_as_a_row_and_runs_the_others(capsys):
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("SGLD")}
     assert "diverged at iteration 100, h = 10" in rows["SGLD-CV"]
     assert float(rows["SGLD"].split()[2]) >= 0  # the other method has its numbers
+
+
+def test_checkpoints_resume_on_every_backend(xb, tmp_path):
+    r = np.random.default_rng(0)
+    X = r.normal(size=(200, 3))
+    y = X @ np.array([1.0, -1.0, 0.5]) + r.normal(size=200)
+    model = LinearRegression(xb.asarray(X), xb.asarray(y))
+    args = dict(step_size=2e-3, batch_size=20, n_iter=40, chains=2, rng=xb.rng(5), progress=False)
+    ckpt = tmp_path / "run.ckpt"
+    with pytest.warns(sgmc.SamplingInterruptedWarning):
+        sgmc.sample(model, "sghmc", "svrg", checkpoint=str(ckpt), callback=_ctrl_c_at(20, 2), **args)
+    resumed = sgmc.resume(str(ckpt), progress=False)
+    full = sgmc.sample(model, "sghmc", "svrg", **dict(args, rng=xb.rng(5)))
+    assert type(resumed.draws) is type(full.draws)
+    np.testing.assert_array_equal(xb.to_numpy(resumed.draws), xb.to_numpy(full.draws))
