@@ -222,3 +222,8 @@ def test_cli_ctrl_c_prints_one_line_and_exits_130():
     assert proc.returncode == 130, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("sgmc run:")]
     assert lines == ["sgmc: interrupted"]
+
+
+def test_unknown_backend_gets_a_suggestion():
+    with pytest.raises(ValueError, match=r"unknown backend 'troch'; did you mean 'torch'\?"):
+        sgmc.backends.get_backend("troch")
