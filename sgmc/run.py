@@ -420,8 +420,8 @@ def _execute(job: _Job, executor: Any, progress: bool, callback: Callable | None
                     results = run_groups(spec, job.tasks, executor, bar=bar,
                                          progress_every=max(1, n_iter // 200), callback=callback)
                 except DivergenceError as err:
-                    finished = getattr(err, "finished", {})
-                    g = err.group if getattr(err, "group", None) is not None else len(job.tasks)
+                    finished = err.finished or {}
+                    g = err.group if err.group is not None else len(job.tasks)
                     before = []
                     for i in range(g):
                         if i not in finished:

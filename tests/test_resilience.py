@@ -219,8 +219,8 @@ def test_checkpoints_resume_on_every_backend(xb, tmp_path):
     args = dict(step_size=2e-3, batch_size=20, n_iter=40, chains=2, rng=xb.rng(5), progress=False)
     ckpt = tmp_path / "run.ckpt"
     with pytest.warns(sgmc.SamplingInterruptedWarning):
-        sgmc.sample(model, "sghmc", "svrg", checkpoint=str(ckpt), callback=_ctrl_c_at(20, 2), **args)
+        sgmc.sample(model, "sgld", "svrg", checkpoint=str(ckpt), callback=_ctrl_c_at(20, 2), **args)
     resumed = sgmc.resume(str(ckpt), progress=False)
-    full = sgmc.sample(model, "sghmc", "svrg", **dict(args, rng=xb.rng(5)))
+    full = sgmc.sample(model, "sgld", "svrg", **dict(args, rng=xb.rng(5)))
     assert type(resumed.draws) is type(full.draws)
     np.testing.assert_array_equal(xb.to_numpy(resumed.draws), xb.to_numpy(full.draws))
