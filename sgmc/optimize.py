@@ -32,7 +32,7 @@ from .models.base import check_compatible, provides, require
 
 __all__ = [
     "find_mode", "newton", "negative_hessian", "laplace", "curvature_bound", "mode_gap", "Laplace",
-    "ModeNotFoundWarning", "POLISH_MAX_DIM", "warn_if_not_mode",
+    "ModeNotFoundWarning", "POLISH_MAX_DIM", "GAP_FD_MAX_DIM", "warn_if_not_mode", "mode_gap_cost",
 ]
 
 #: Largest dimension for which :func:`find_mode` polishes with Newton steps by default (each step
@@ -221,7 +221,7 @@ def mode_gap(model: Any, theta: Any, grad: Any = None) -> float:
 
     The Newton decrement ``sqrt(g^T P^-1 g)``, with g the full gradient of log pi at ``theta`` and P
     the negative Hessian there (:func:`negative_hessian`; exact with ``hess_log_lik``, by finite
-    differences for ``dim <= POLISH_MAX_DIM`` otherwise): under the Laplace approximation, the
+    differences for ``dim <= GAP_FD_MAX_DIM`` otherwise): under the Laplace approximation, the
     Mahalanobis distance between ``theta`` and the mode. Where P is not positive definite or is too
     large to form, the lower bound ``||g|| / sqrt(M)`` with M from :func:`curvature_bound`; NaN when
     neither can be computed.
@@ -252,7 +252,7 @@ def mode_gap(model: Any, theta: Any, grad: Any = None) -> float:
             return float("nan")
         grad = model.grad_log_posterior(t)
     g = xp.reshape(grad, (-1,))
-    if model.dim <= POLISH_MAX_DIM and (provides(model, "hess_log_lik") or provides(model, "grad_log_posterior")):
+    if _gap_uses_hessian(model):
         P = negative_hessian(model, t)
         try:
             L = xp.linalg.cholesky(P)
@@ -266,6 +266,26 @@ def mode_gap(model: Any, theta: Any, grad: Any = None) -> float:
     except TypeError:
         return float("nan")
     return float(xp.linalg.vector_norm(g)) / math.sqrt(M)
+
+
+#: Largest dimension for which :func:`mode_gap` forms the negative Hessian by finite differences of
+#: the full gradient (2 * dim passes through the data) when the model has no exact Hessians.
+GAP_FD_MAX_DIM = 20
+
+
+def _gap_uses_hessian(model: Any) -> bool:
+    if provides(model, "hess_log_lik"):
+        return model.dim <= POLISH_MAX_DIM
+    return model.dim <= GAP_FD_MAX_DIM and provides(model, "grad_log_posterior")
+
+
+def mode_gap_cost(model: Any) -> float:
+    """Passes through the data that :func:`mode_gap` makes (for set-up costs)."""
+    if not provides(model, "grad_log_posterior"):
+        return 0.0
+    if _gap_uses_hessian(model):
+        return 2.0 if provides(model, "hess_log_lik") else 1.0 + 2.0 * model.dim
+    return 1.0
 
 
 def warn_if_not_mode(model: Any, theta: Any, gap_tol: float = 1.0, how: str = "", grad: Any = None) -> float:

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from .._array_api import Array, check_finite, is_array
 from .._validation import check_batch_size, check_choice, check_int
 from ..models.base import check_compatible
-from ..optimize import _can_polish, find_mode, newton, warn_if_not_mode
+from ..optimize import _can_polish, find_mode, mode_gap_cost, newton, warn_if_not_mode
 from .base import EstimateInfo, Estimator, Minibatch, Prepared
 
 __all__ = ["ControlVariate", "ControlVariateState", "SVRG", "SVRGState"]
@@ -139,8 +139,9 @@ class ControlVariate(Estimator):
 
         The search (``opt_steps`` optimiser steps, then Newton steps where the model has Hessians) is
         checked at its end; a centre more than one posterior standard deviation from the mode gets
-        a :class:`sgmc.ModeNotFoundWarning`. The cost counts the optimiser's minibatches and, per
-        Newton step, three passes through the data (gradients, Hessians, log density).
+        a :class:`sgmc.ModeNotFoundWarning`. The cost counts the optimiser's minibatches, three
+        passes through the data per Newton step (gradients, Hessians, log density) and the passes
+        of the check (:func:`sgmc.optimize.mode_gap_cost`).
         """
         est, cost = self, 0.0
         if self.centre is None:
@@ -159,7 +160,7 @@ class ControlVariate(Estimator):
                 cost += 3.0 * steps * m.n_data
                 how += f" and {steps} Newton steps"
             warn_if_not_mode(m, mode, 1.0, how)
-            cost += 2.0 * m.n_data
+            cost += mode_gap_cost(m) * m.n_data
             est = self.with_centre(mode)
         start = self.model.xp.broadcast_to(est.centre, tuple(position.shape))
         return Prepared(est, start, cost)
