@@ -14,7 +14,9 @@ estimator's ``init``/``estimate`` (:mod:`sgmc.samplers`, :mod:`sgmc.estimators`)
 
 from . import backends, diagnostics, estimators, models, optimize, samplers
 from ._array_api import array_namespace
-from .run import sample
+from .chains import DivergenceError
+from .optimize import ModeNotFoundWarning
+from .run import SamplingInterruptedWarning, resume, sample
 from .trace import Trace
 from .tuning import tune_step_size
 
@@ -22,6 +24,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "sample",
+    "resume",
+    "DivergenceError",
+    "SamplingInterruptedWarning",
+    "ModeNotFoundWarning",
     "tune_step_size",
     "Trace",
     "array_namespace",

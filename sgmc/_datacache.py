@@ -9,10 +9,11 @@ from there afterwards. The folder is ``$SGMC_DATA`` when set, else ``~/.cache/sg
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any, Callable
 
 import numpy as np
+
+from ._atomic import atomic_write
 
 __all__ = ["cache_dir", "cached_arrays", "rdataset"]
 
@@ -38,17 +39,8 @@ def cached_arrays(key: str, build: Callable[[], dict], refresh: bool = False) ->
         except (OSError, ValueError):
             pass  # a damaged cache entry is rebuilt below
     arrays = {name: np.asarray(value) for name, value in build().items()}
-    fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".npz", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_write(path) as fh:
+        np.savez(fh, **arrays)
     return arrays
 
 

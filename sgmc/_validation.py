@@ -8,11 +8,21 @@ what was expected and what was given. Array checks (shape, dtype, finiteness, ba
 
 from __future__ import annotations
 
+import difflib
 import math
 import operator
 from typing import Any
 
-__all__ = ["check_int", "check_step_size", "check_positive", "check_nonnegative", "check_batch_size", "check_choice"]
+__all__ = ["did_you_mean", "check_int", "check_step_size", "check_positive", "check_nonnegative", "check_batch_size", "check_choice"]
+
+
+def did_you_mean(value: Any, choices: Any) -> str:
+    """``" did you mean 'x'?"`` for the closest of ``choices`` to a mistyped name, else ``""``."""
+    if not isinstance(value, str):
+        return ""
+    lower = {str(c).lower(): c for c in choices}
+    close = difflib.get_close_matches(value.lower().replace("-", "_"), list(lower), n=1, cutoff=0.6)
+    return f" did you mean {lower[close[0]]!r}?" if close else ""
 
 
 def check_int(value: Any, name: str, minimum: int = 1) -> int:

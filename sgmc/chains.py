@@ -10,6 +10,13 @@ cluster. Everything is validated before it is called: inside the loop, the only 
 sampler's step is writing kept draws into preallocated arrays, one list store per iteration, and,
 every ``check_every`` iterations, one finiteness check that turns a diverging step size into a clear
 error instead of a trace of NaNs.
+
+Nothing sampled is lost. A divergence raises :class:`DivergenceError` carrying the group's draws up
+to the last finite check (``err.partial``); a ``stop()`` callable that turns true ends the loop at
+the end of the current iteration with a partial result; and a ``checkpoint`` callable receives the
+complete loop state (:class:`ChainsProgress`: sampler state, generator, draws and per-iteration
+records so far) every ``checkpoint_every`` iterations, from which ``resume=`` continues with the
+same draws as an uninterrupted loop.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from . import backends
 from ._array_api import Array, array_namespace, device_of
 
-__all__ = ["ChainsResult", "run_chains", "step_stats", "check_diverged"]
+__all__ = ["ChainsResult", "ChainsProgress", "DivergenceError", "run_chains", "step_stats", "check_diverged"]
 
 
 class ChainsResult(NamedTuple):
@@ -37,13 +44,72 @@ class ChainsResult(NamedTuple):
         (seconds since this group started sampling), and where the sampler reports them
         ``accepted``, ``accept_prob`` and each of its ``extras``.
     state : NamedTuple
-        The sampler state after the last iteration.
+        The sampler state after the last iteration (None for a diverged group).
+    n_done : int
+        Iterations the arrays cover: all of them, or fewer when the loop was stopped or diverged.
     """
 
     draws: Array
     grads: Array | None
     stats: dict
     state: Any
+    n_done: int = -1
+
+
+class ChainsProgress(NamedTuple):
+    """The complete state of :func:`run_chains` after ``k`` iterations: enough to continue exactly.
+
+    Attributes
+    ----------
+    k : int
+        Iterations done.
+    j : int
+        Draws kept so far (the first ``j`` slots of ``draws``).
+    state : NamedTuple
+        The sampler state (the estimator's state inside it).
+    rng : sgmc Generator
+        The group's generator, in its state after ``k`` iterations.
+    draws, grads : arrays (chains, n_keep, dim)
+        The preallocated draws (and gradients), filled up to ``j``.
+    infos : list
+        The :class:`~sgmc.samplers.StepInfo` of each iteration done.
+    wall : list of float
+        Seconds since the group started sampling, per iteration done.
+    """
+
+    k: int
+    j: int
+    state: Any
+    rng: Any
+    draws: Array
+    grads: Array | None
+    infos: list
+    wall: list
+
+
+class DivergenceError(FloatingPointError):
+    """A chain's position stopped being finite; the draws up to the last finite check are kept.
+
+    Attributes
+    ----------
+    iteration : int
+        The 1-based iteration of the check that found non-finite positions.
+    step_size : float
+        The step size of that iteration.
+    partial : ChainsResult or None
+        The group's draws and statistics up to the last check that found every position finite.
+    trace : Trace or None
+        The whole run's draws so far, set by :func:`sgmc.sample` (see its Raises section).
+    """
+
+    def __init__(self, msg: str, iteration: int = 0, step_size: float = float("nan")):
+        super().__init__(msg)
+        self.iteration = iteration
+        self.step_size = step_size
+        self.partial = None
+        self.trace = None
+        self.group = None
+        self.finished = None
 
 
 def check_diverged(xp: Any, position: Array, k: int, h: float, name: str, note: str = "") -> None:
@@ -57,7 +123,7 @@ def check_diverged(xp: Any, position: Array, k: int, h: float, name: str, note: 
             f"step_size={h:g}; decrease the step size (SGLD on a target whose log density has a "
             f"gradient with Lipschitz constant M is stable only for h < 4/M){note}"
         )
-        raise FloatingPointError(msg)
+        raise DivergenceError(msg, k + 1, float(h))
 
 
 def run_chains(
@@ -75,6 +141,10 @@ def run_chains(
     progress_every: int = 1,
     callback: Callable | None = None,
     quiet_float: Callable[[], Any] = contextlib.nullcontext,
+    resume: ChainsProgress | None = None,
+    checkpoint: Callable[[ChainsProgress], None] | None = None,
+    checkpoint_every: int = 0,
+    stop: Callable[[], bool] | None = None,
 ) -> ChainsResult:
     """Run one group of chains from ``position`` (chains, dim) and record the kept draws.
 
@@ -103,24 +173,54 @@ def run_chains(
     quiet_float : callable
         A context manager factory that silences the library's floating-point warnings; divergence
         is reported by the check instead.
+    resume : ChainsProgress, optional
+        Continue from this state (``rng`` and ``position`` are then taken from it).
+    checkpoint : callable, optional
+        ``checkpoint(progress)`` with a :class:`ChainsProgress` every ``checkpoint_every``
+        iterations and when the loop is stopped.
+    checkpoint_every : int
+        Interval of ``checkpoint`` (0: only when stopped).
+    stop : callable, optional
+        Checked after every iteration; when it returns true the loop ends there and the result
+        covers the iterations done (``n_done``).
+
+    Raises
+    ------
+    DivergenceError
+        When the positions stop being finite; ``err.partial`` holds the draws up to the last check
+        that found them finite.
     """
     xp = array_namespace(position)
     n_iter = len(step_sizes)
     chains, dim = position.shape
     n_keep = len(kept)
     dev = device_of(position)
-    draws = xp.empty((chains, n_keep, dim), dtype=position.dtype, device=dev)
-    grads = xp.empty((chains, n_keep, dim), dtype=position.dtype, device=dev) if store_grads else None
     full = store_grads == "full"
-    infos: list = [None] * n_iter
-    wall = [0.0] * n_iter
+    if resume is None:
+        draws = xp.empty((chains, n_keep, dim), dtype=position.dtype, device=dev)
+        grads = xp.empty((chains, n_keep, dim), dtype=position.dtype, device=dev) if store_grads else None
+        infos: list = [None] * n_iter
+        wall = [0.0] * n_iter
+        j = k0 = 0
+    else:
+        draws, grads, rng, j, k0 = resume.draws, resume.grads, resume.rng, resume.j, resume.k
+        infos = list(resume.infos) + [None] * (n_iter - resume.k)
+        wall = list(resume.wall) + [0.0] * (n_iter - resume.k)
     step = sampler.step
-    j = 0
-    next_keep = kept[0] if n_keep else n_iter
+    next_keep = kept[j] if j < n_keep else n_iter
+    last_ok = k0  # iterations known to end at finite positions
+
+    def progress_at(k, state):
+        return ChainsProgress(k, j, state, rng, draws, grads, infos[:k], wall[:k])
+
+    def partial(k, state, n_kept):
+        return _result(draws[:, :n_kept, :], None if grads is None else grads[:, :n_kept, :],
+                       infos[:k], wall[:k], chains, state, k)
+
     with quiet_float():
-        state = sampler.init(rng, position, estimator)
-        t0 = time.perf_counter()
-        for k in range(n_iter):
+        state = sampler.init(rng, position, estimator) if resume is None else resume.state
+        t0 = time.perf_counter() - (wall[k0 - 1] if k0 else 0.0)
+        for k in range(k0, n_iter):
             state, infos[k] = step(rng, state, estimator, step_sizes[k])
             if k == next_keep:
                 draws[:, j, :] = state.position
@@ -133,13 +233,29 @@ def run_chains(
             if callback is not None:
                 callback(k, state)
             wall[k] = time.perf_counter() - t0
-            if (k + 1) % check_every == 0 or k + 1 == n_iter:
-                check_diverged(xp, state.position, k, step_sizes[k], sampler.name, getattr(sampler, "step_note", ""))
+            halt = stop is not None and stop()
+            if (k + 1) % check_every == 0 or k + 1 == n_iter or halt:
+                try:
+                    check_diverged(xp, state.position, k, step_sizes[k], sampler.name, getattr(sampler, "step_note", ""))
+                except DivergenceError as err:
+                    err.partial = partial(last_ok, None, sum(1 for i in kept[:j] if i < last_ok))
+                    raise
+                last_ok = k + 1
             if progress is not None and ((k + 1) % progress_every == 0 or k + 1 == n_iter):
                 progress(k + 1)
+            if halt and k + 1 < n_iter:
+                if checkpoint is not None:
+                    checkpoint(progress_at(k + 1, state))
+                return partial(k + 1, state, j)
+            if checkpoint is not None and checkpoint_every and (k + 1) % checkpoint_every == 0 and k + 1 < n_iter:
+                checkpoint(progress_at(k + 1, state))
+    return _result(draws, grads, infos, wall, chains, state, n_iter)
+
+
+def _result(draws, grads, infos, wall, chains, state, n_done) -> ChainsResult:
     stats = step_stats(infos, chains)
     stats["wall_time"] = _column(wall, chains)
-    return ChainsResult(draws, grads, stats, state)
+    return ChainsResult(draws, grads, stats, state, n_done)
 
 
 def _column(values: list, chains: int) -> Any:

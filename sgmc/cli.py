@@ -16,9 +16,11 @@ exit status 2.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -27,7 +29,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import __version__, backends
+from ._atomic import atomic_write
+from ._progress import progress_scope
+from ._validation import did_you_mean
 from .datasets import linear_regression_data, load_csv, logistic_regression_data
+from .chains import DivergenceError
 from .diagnostics import log_loss, predictive_log_lik
 from .estimators import ESTIMATORS
 from .models import Affine, LinearRegression, LogisticRegression, Model
@@ -81,6 +87,13 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line on stderr, exit status 2."""
 
     def error(self, message: str):
+        # "argument --model: invalid choice: 'logisitc' (choose from ...)": name the closest choice
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            choices = re.findall(r"'([^']*)'", m.group(2)) or [c.strip() for c in m.group(2).split(",")]
+            hint = did_you_mean(m.group(1), choices)
+            if hint:
+                message = f"{message};{hint}"
         _fail(message)
 
 
@@ -102,7 +115,9 @@ def _split_names(values: Sequence[str] | None, known: Sequence[str], flag: str, 
             if not name:
                 continue
             if name not in known:
-                msg = f"{flag}: unknown name {name!r}; choose from {', '.join(sorted(known))}"
+                close = difflib.get_close_matches(name, list(known), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                msg = f"{flag}: unknown name {name!r}; {hint}choose from {', '.join(sorted(known))}"
                 raise ValueError(msg)
             if name not in out:
                 out.append(name)
@@ -189,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--target", default="-1", metavar="COL",
                      help="target column of --data, by header name or index (default: the last column)")
     run.add_argument("--intercept", action="store_true", help="add an intercept column to --data")
-    run.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
+    run.add_argument("--test-fraction", type=float, default=None, metavar="F",
                      help="fraction of --data rows held out for the log-loss (default: 0.2)")
     run.add_argument("--n-data", type=_int_at_least(10), metavar="N",
                      help="size of the simulated training set (default: 100000; 5000 with --quick)")
@@ -241,6 +256,8 @@ def _status(args, text: str) -> None:
 def _load_problem(args, cfg: dict) -> _Problem:
     be = backends.get_backend(args.backend)
     if args.data is not None:
+        if args.test_fraction is None:
+            args.test_fraction = 0.2
         if not 0.0 < args.test_fraction < 1.0:
             msg = f"--test-fraction must be in (0, 1); got {args.test_fraction}"
             raise ValueError(msg)
@@ -419,9 +436,12 @@ def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int,
             batch_size=args.batch_size, n_iter=n_iter, burn_in=burn_in, chains=args.chains, init=start,
             rng=seed, progress=not args.no_progress, estimator_options=options or None,
         )
-    except FloatingPointError as exc:
-        msg = f"{method.label}: {exc}"
-        raise FloatingPointError(msg) from None
+    except DivergenceError as exc:
+        row = {
+            "method": method.label, "h": method.step_size, "time": time.perf_counter() - t0,
+            "diverged": exc.iteration,
+        }
+        return {"row": row, "trace": None}
     elapsed = time.perf_counter() - t0
     passes = float(trace.info["setup_data_passes"]) + float(np.mean(trace.stats["data_passes"][:, -1]))
     mean = backends.to_numpy(trace.mean())
@@ -442,13 +462,20 @@ def _format_table(rows: list, metric: str) -> str:
     body = [
         (r["method"], f"{r['h']:.3g}", f"{r['time']:.2f}", f"{r['passes']:.1f}", f"{r['log_loss']:.4f}",
          f"{r['mean_error']:.3g}")
-        for r in rows
+        for r in rows if "diverged" not in r
     ]
-    widths = [max(len(head[i]), *(len(b[i]) for b in body)) for i in range(len(head))]
+    widths = [max([len(head[i])] + [len(b[i]) for b in body]) for i in range(len(head))]
+    widths[0] = max([widths[0]] + [len(r["method"]) for r in rows])
     line = lambda cells: "  ".join(  # noqa: E731
         c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
     )
-    return "\n".join([line(head), line(["-" * w for w in widths]), *(line(b) for b in body)])
+    lines, ok = [], iter(body)
+    for r in rows:
+        if "diverged" in r:
+            lines.append(f"{r['method'].ljust(widths[0])}  diverged at iteration {r['diverged']}, h = {r['h']:.3g}")
+        else:
+            lines.append(line(next(ok)))
+    return "\n".join([line(head), line(["-" * w for w in widths]), *lines])
 
 
 def _check_output_path(path: str, flag: str) -> None:
@@ -475,8 +502,8 @@ def _command_run(args) -> int:
             f"{', '.join(m.label for m in methods)}); got {len(args.step_size)}"
         )
         raise ValueError(msg)
-    if args.data is None and (args.target != "-1" or args.intercept):
-        flag = "--target" if args.target != "-1" else "--intercept"
+    if args.data is None and (args.target != "-1" or args.intercept or args.test_fraction is not None):
+        flag = "--target" if args.target != "-1" else "--intercept" if args.intercept else "--test-fraction"
         msg = f"{flag} applies to --data; no --data file was given"
         raise ValueError(msg)
     if args.data is not None and (args.n_data is not None or args.dim is not None):
@@ -504,7 +531,7 @@ def _command_run(args) -> int:
     t0 = time.perf_counter()
     nb = args.batch_size
     nb = max(1, min(model.n_data, int(nb * model.n_data) if isinstance(nb, float) else int(nb)))
-    problem.mode, precision, n_newton = laplace(model, mode_rng, batch_size=nb)
+    problem.mode, precision, n_newton = laplace(model, mode_rng, batch_size=nb, progress=not args.no_progress)
     eig = backends.to_numpy(model.xp.linalg.eigvalsh(precision))
     problem.lambda_max = float(eig[-1])
     mode_note = f"mode by Adam (2000 steps) and {n_newton} Newton steps with exact Hessians, {time.perf_counter() - t0:.1f} s"
@@ -532,9 +559,13 @@ def _command_run(args) -> int:
         _status(args, f"running {m.label} (h = {m.step_size:.3g}) ...")
         results[m.label] = _run_method(args, problem, m, iters, burn, init, seeds[3 + k])
     rows = [r["row"] for r in results.values()]
+    ran = {k: v for k, v in results.items() if v["trace"] is not None}
 
     metric = "log-loss"
-    n_batch = results[methods[0].label]["trace"].stats["batch_size"][0, 0]
+    sub = [v["trace"] for k, v in ran.items() if v["trace"].info["estimator"] != "full"]
+    nb = args.batch_size
+    n_batch = (sub[0].stats["batch_size"][0, 0] if sub else
+               max(1, min(model.n_data, int(round(nb * model.n_data)) if isinstance(nb, float) else int(nb))))
     print(f"sgmc run: {problem.description}")
     print(
         f"backend {backends.get_backend(model.xp).name}; {args.chains} chain(s) per method; {iters} iterations "
@@ -561,15 +592,17 @@ def _command_run(args) -> int:
     print(f"step sizes: {'given by --step-size' if args.step_size else 'from the curvature at the mode'}; "
           f"lambda_max = {problem.lambda_max:.4g}")
 
-    if args.plot is not None:
-        path = trace_plot({k: v["trace"] for k, v in results.items()}, args.plot,
+    if len(ran) < len(results):
+        print("diverged: positions stopped being finite at that iteration; use a smaller --step-size")
+    if args.plot is not None and ran:
+        path = trace_plot({k: v["trace"] for k, v in ran.items()}, args.plot,
                           coords=tuple(range(min(3, model.dim))), reference=problem.reference_mean)
         print(f"trace plot written to {path}")
     if args.output is not None:
-        arrays = {f"draws_{k}": backends.to_numpy(v["trace"].draws) for k, v in results.items()}
+        arrays = {f"draws_{k}": backends.to_numpy(v["trace"].draws) for k, v in ran.items()}
         arrays["reference_mean"] = problem.reference_mean
         arrays["table"] = np.asarray(json.dumps(rows))
-        with open(args.output, "wb") as fh:
+        with atomic_write(args.output) as fh:
             np.savez_compressed(fh, **arrays)
         print(f"draws written to {args.output}")
     return 0
@@ -586,7 +619,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 on success, 2 for a usage or data error (reported on one line on stderr).
+        0 on success, 2 for a usage or data error (reported on one line on stderr), 130 when
+        interrupted by Ctrl-C (one line on stderr, no traceback).
 
     Examples
     --------
@@ -600,9 +634,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
-        return _command_run(args)
+        with progress_scope(False if args.no_progress else True):
+            return _command_run(args)
     except SystemExit as exc:  # --help and --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted", file=sys.stderr)
+        return 130
     except _Failure as exc:
         message = str(exc)
     except (ValueError, TypeError, FloatingPointError, ImportError, OSError) as exc:

@@ -341,12 +341,20 @@ def load_csv(
         msg = f"`delimiter` must be a single character; got {delimiter!r}"
         raise ValueError(msg)
     try:
-        fh = open(path, newline="")  # noqa: SIM115 - closed below
+        fh = open(path, newline="", encoding="utf-8")  # noqa: SIM115 - closed below
     except OSError as exc:
         msg = f"cannot read CSV file {path!r}: {exc.strerror or exc}"
         raise ValueError(msg) from None
     with fh:
-        rows = [(k + 1, r) for k, r in enumerate(csv.reader(fh, delimiter=delimiter))]
+        try:
+            rows = [(k + 1, r) for k, r in enumerate(csv.reader(fh, delimiter=delimiter))]
+        except (UnicodeDecodeError, csv.Error) as exc:
+            what = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"cannot be parsed ({exc})"
+            msg = f"{path!r} is not a text CSV file: it {what}; save the data as comma-separated UTF-8 text"
+            raise ValueError(msg) from None
+    if any("\x00" in c for _, r in rows for c in r):
+        msg = f"{path!r} is not a text CSV file: it holds NUL bytes (a binary file?); save the data as comma-separated text"
+        raise ValueError(msg)
     rows = [(line, [c.strip() for c in r]) for line, r in rows if any(c.strip() for c in r)]
     if not rows:
         msg = f"CSV file {path!r} is empty"

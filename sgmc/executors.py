@@ -25,7 +25,7 @@ import pickle
 import uuid
 from typing import Any, Callable, NamedTuple, Sequence
 
-from .chains import ChainsResult, run_chains
+from .chains import ChainsResult, DivergenceError, run_chains
 
 __all__ = ["GroupTask", "RunSpec", "run_groups", "is_dask", "check_executor", "current_dask_client"]
 
@@ -62,8 +62,20 @@ def _run_group(spec: RunSpec, task: GroupTask, progress: Callable | None = None,
 
 
 def _run_bundle(spec: RunSpec, tasks: list) -> list:
-    """Worker entry point: run a bundle of groups one after another."""
-    return [(t.index, _run_group(spec, t)) for t in tasks]
+    """Worker entry point: run a bundle of groups one after another.
+
+    A divergence stops the bundle; the error says which group diverged (``err.group``) and carries
+    the groups the bundle finished before it (``err.finished``).
+    """
+    out = []
+    for t in tasks:
+        try:
+            out.append((t.index, _run_group(spec, t)))
+        except DivergenceError as err:
+            err.group = t.index
+            err.finished = dict(out)
+            raise
+    return out
 
 
 # Dask moves its payloads as pickle-5 frames placed at arbitrary byte offsets, so NumPy arrays can
@@ -199,23 +211,49 @@ def run_groups(
             client.submit(_run_pickled, token, shared, pickle.dumps([t], protocol=_PICKLE_PROTOCOL), pure=False)
             for t in tasks
         ]
+        diverged = None
         try:
             # in submission order: as_completed would need this client to be the default one
             for fut in futures:
-                for index, res in pickle.loads(fut.result()):
+                try:
+                    out = pickle.loads(fut.result())
+                except DivergenceError as err:
+                    diverged = diverged or err
+                    continue
+                for index, res in out:
                     results[index] = res
                 if bar is not None:
                     bar.update(n_iter)
         finally:
             client.run(_forget_spec, token)
+        _raise_diverged(diverged, results)
     else:
         workers = getattr(executor, "_max_workers", None) or len(tasks)
         n_bundles = max(1, min(len(tasks), int(workers)))
         bundles = [tasks[i::n_bundles] for i in range(n_bundles)]
         futures = {executor.submit(_run_bundle, spec, b): len(b) for b in bundles}
+        diverged = None
         for fut in cf.as_completed(futures):
-            for index, res in fut.result():
+            try:
+                out = fut.result()
+            except DivergenceError as err:
+                diverged = diverged if diverged is not None and diverged.group < err.group else err
+                continue
+            for index, res in out:
                 results[index] = res
             if bar is not None:
                 bar.update(futures[fut] * n_iter)
+        _raise_diverged(diverged, results)
     return [results[t.index] for t in tasks]
+
+
+def _raise_diverged(err: DivergenceError | None, results: dict) -> None:
+    """Re-raise a group's divergence with every group that finished (``err.finished``)."""
+    if err is None:
+        return
+    finished = dict(results)
+    finished.update(getattr(err, "finished", None) or {})
+    err.finished = finished
+    if getattr(err, "group", None) is None:
+        err.group = min(set(range(len(finished) + 1)) - set(finished))
+    raise err

@@ -8,20 +8,45 @@ cheap, O(n) per step search that SGLD-CV's set-up cost counts), :func:`newton` p
 damped Newton steps on the full posterior, :func:`negative_hessian` gives the precision at a point,
 :func:`laplace` chains the three, and :func:`curvature_bound` bounds the largest eigenvalue of the
 negative Hessian from per-datum Lipschitz constants.
+
+A mode search says when it failed. :func:`mode_gap` measures how far a point is from a stationary
+point of log pi in posterior standard deviations: the Newton decrement sqrt(g^T P^-1 g), with g the
+full gradient and P the negative Hessian (or, without Hessians, the lower bound ||g|| / sqrt(M) from
+the curvature bound M). :func:`find_mode` polishes its stochastic estimate with Newton steps where the
+model has exact Hessians, and issues a :class:`ModeNotFoundWarning` when the point it returns is
+more than ``gap_tol`` standard deviations from the mode.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, NamedTuple
 
 from . import backends
 from ._array_api import Array, is_array
+from ._progress import progress_bar
 from ._sampling import subsample
 from ._validation import check_batch_size, check_choice, check_int, check_positive
 from .models.base import check_compatible, provides, require
 
-__all__ = ["find_mode", "newton", "negative_hessian", "laplace", "curvature_bound", "Laplace"]
+__all__ = [
+    "find_mode", "newton", "negative_hessian", "laplace", "curvature_bound", "mode_gap", "Laplace",
+    "ModeNotFoundWarning", "POLISH_MAX_DIM", "GAP_FD_MAX_DIM", "warn_if_not_mode", "mode_gap_cost",
+]
+
+#: Largest dimension for which :func:`find_mode` polishes with Newton steps by default (each step
+#: builds and solves a dim x dim system).
+POLISH_MAX_DIM = 500
+
+
+class ModeNotFoundWarning(RuntimeWarning):
+    """The mode search stopped away from a stationary point of the log posterior.
+
+    Chains started there drift before they sample the posterior: run a longer search
+    (``opt_steps=``), a larger learning rate (``opt_step_size=``), give the centre yourself, or
+    discard a burn-in.
+    """
 
 
 def _start(model: Any, init: Any, name: str = "init") -> Array:
@@ -66,6 +91,10 @@ def find_mode(
     n_steps: int = 2000,
     step_size: float | None = None,
     batch_size: Any = None,
+    polish: bool | None = None,
+    check: bool = True,
+    gap_tol: float = 1.0,
+    progress: Any = True,
 ) -> Array:
     """Approximate the posterior mode by stochastic optimisation of the subsampled log posterior.
 
@@ -86,6 +115,15 @@ def find_mode(
         of the minibatch noise.
     batch_size : int or float, optional
         Minibatch size (default: ``min(N, max(100, N // 100))``).
+    polish : bool, optional
+        Finish with damped :func:`newton` steps on the full posterior. Default: when the model has
+        exact per-datum Hessians (``hess_log_lik``) and ``dim <= POLISH_MAX_DIM``.
+    check : bool, default True
+        Measure the result with :func:`mode_gap` (one full-data gradient) and warn when it is more
+        than ``gap_tol`` posterior standard deviations from a stationary point.
+    gap_tol : float, default 1.0
+    progress : bool or "always"
+        Progress bar over the optimiser's steps (on a terminal; see :func:`sgmc.sample`).
 
     Returns
     -------
@@ -95,6 +133,11 @@ def find_mode(
     ------
     FloatingPointError
         When the iterates stop being finite.
+
+    Warns
+    -----
+    ModeNotFoundWarning
+        When ``check`` finds the result away from the mode (the message gives the distance).
 
     Examples
     --------
@@ -127,6 +170,7 @@ def find_mode(
     b1, b2, eps = 0.9, 0.999, 1e-8
     avg = xp.zeros_like(theta)
     half = n_steps // 2
+    bar = progress_bar(progress, n_steps, "mode search") if n_steps >= 1000 else None
     for k in range(n_steps):
         if n_data > 0:
             idx = subsample(rng, n_data, n, 1)
@@ -144,11 +188,118 @@ def find_mode(
             theta = theta + lr * g
         if k >= half:
             avg = avg + theta
+        if bar is not None and (k + 1) % 100 == 0:
+            bar.update(100)
+    if bar is not None:
+        bar.close()
     out = avg / (n_steps - half)
     if not bool(xp.all(xp.isfinite(out))):
         msg = f"the mode finder ({method}) diverged; lower its `step_size` (was {lr0})"
         raise FloatingPointError(msg)
-    return out[0, ...]
+    out = out[0, ...]
+    if polish is None:
+        polish = _can_polish(model)
+    if polish:
+        polished, _ = newton(model, out)
+        if bool(xp.all(xp.isfinite(polished))):
+            out = polished
+    if check:
+        warn_if_not_mode(model, out, gap_tol, f"{method}, {n_steps} steps" + (" and Newton" if polish else ""))
+    return out
+
+
+def _can_polish(model: Any) -> bool:
+    return (
+        int(model.n_data) > 0
+        and model.dim <= POLISH_MAX_DIM
+        and all(provides(model, n) for n in ("hess_log_lik", "log_posterior", "grad_log_posterior", "grad_log_prior"))
+    )
+
+
+def mode_gap(model: Any, theta: Any, grad: Any = None) -> float:
+    """Distance of ``theta`` from a stationary point of log pi, in posterior standard deviations.
+
+    The Newton decrement ``sqrt(g^T P^-1 g)``, with g the full gradient of log pi at ``theta`` and P
+    the negative Hessian there (:func:`negative_hessian`; exact with ``hess_log_lik``, by finite
+    differences for ``dim <= GAP_FD_MAX_DIM`` otherwise): under the Laplace approximation, the
+    Mahalanobis distance between ``theta`` and the mode. Where P is not positive definite or is too
+    large to form, the lower bound ``||g|| / sqrt(M)`` with M from :func:`curvature_bound`; NaN when
+    neither can be computed.
+
+    Parameters
+    ----------
+    model : Model
+    theta : array (dim,)
+    grad : array (dim,) or (1, dim), optional
+        The full gradient of log pi at ``theta`` when already known.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc.models import LinearRegression
+    >>> from sgmc.optimize import mode_gap
+    >>> r = np.random.default_rng(0)
+    >>> X = r.normal(size=(500, 2)); y = X @ np.array([1.0, -1.0]) + r.normal(size=500)
+    >>> model = LinearRegression(X, y)
+    >>> mode = model.posterior()[0]
+    >>> mode_gap(model, mode) < 1e-6, mode_gap(model, mode + 1.0) > 10
+    (True, True)
+    """
+    xp = model.xp
+    t = _start(model, theta, "theta")[0, ...]
+    if grad is None:
+        if not provides(model, "grad_log_posterior"):
+            return float("nan")
+        grad = model.grad_log_posterior(t)
+    g = xp.reshape(grad, (-1,))
+    if _gap_uses_hessian(model):
+        P = negative_hessian(model, t)
+        try:
+            L = xp.linalg.cholesky(P)
+        except Exception:  # noqa: BLE001 - not positive definite: fall back to the bound
+            L = None
+        if L is not None and bool(xp.all(xp.isfinite(L))):
+            z = xp.linalg.solve(L, g[:, None])[:, 0]
+            return float(xp.linalg.vector_norm(z))
+    try:
+        M = curvature_bound(model)
+    except TypeError:
+        return float("nan")
+    return float(xp.linalg.vector_norm(g)) / math.sqrt(M)
+
+
+#: Largest dimension for which :func:`mode_gap` forms the negative Hessian by finite differences of
+#: the full gradient (2 * dim passes through the data) when the model has no exact Hessians.
+GAP_FD_MAX_DIM = 20
+
+
+def _gap_uses_hessian(model: Any) -> bool:
+    if provides(model, "hess_log_lik"):
+        return model.dim <= POLISH_MAX_DIM
+    return model.dim <= GAP_FD_MAX_DIM and provides(model, "grad_log_posterior")
+
+
+def mode_gap_cost(model: Any) -> float:
+    """Passes through the data that :func:`mode_gap` makes (for set-up costs)."""
+    if not provides(model, "grad_log_posterior"):
+        return 0.0
+    if _gap_uses_hessian(model):
+        return 2.0 if provides(model, "hess_log_lik") else 1.0 + 2.0 * model.dim
+    return 1.0
+
+
+def warn_if_not_mode(model: Any, theta: Any, gap_tol: float = 1.0, how: str = "", grad: Any = None) -> float:
+    """Issue a :class:`ModeNotFoundWarning` when :func:`mode_gap` exceeds ``gap_tol``; return the gap."""
+    gap = mode_gap(model, theta, grad)
+    if gap > gap_tol:
+        msg = (
+            f"the mode search{f' ({how})' if how else ''} stopped about {gap:.3g} posterior standard "
+            f"deviations from a stationary point of the log posterior (the full gradient there is large "
+            "for the curvature); chains started there drift before they sample the posterior: run more "
+            "optimiser steps (opt_steps=), a larger opt_step_size=, pass a centre, or discard a burn-in"
+        )
+        warnings.warn(msg, ModeNotFoundWarning, stacklevel=3)
+    return gap
 
 
 def negative_hessian(model: Any, theta: Any, *, chunk_elements: int = 4_000_000) -> Array:
@@ -226,8 +377,11 @@ class Laplace(NamedTuple):
     newton_steps: int
 
 
-def laplace(model: Any, rng: Any, *, init: Any = None, batch_size: Any = None, n_steps: int = 2000) -> Laplace:
+def laplace(model: Any, rng: Any, *, init: Any = None, batch_size: Any = None, n_steps: int = 2000,
+            progress: Any = True) -> Laplace:
     """Mode by :func:`find_mode` (Adam) polished by :func:`newton`, and the precision there.
+
+    ``progress`` shows a bar over the optimiser's steps (on a terminal; see :func:`sgmc.sample`).
 
     Examples
     --------
@@ -243,6 +397,7 @@ def laplace(model: Any, rng: Any, *, init: Any = None, batch_size: Any = None, n
     """
     xp = model.xp
     start = xp.zeros((model.dim,), dtype=model.dtype, device=model.device) if init is None else init
-    theta = find_mode(model, rng, start, n_steps=n_steps, batch_size=batch_size)
+    theta = find_mode(model, rng, start, n_steps=n_steps, batch_size=batch_size, polish=False, check=False,
+                      progress=progress)
     theta, steps = newton(model, theta)
     return Laplace(theta, negative_hessian(model, theta), steps)

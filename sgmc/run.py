@@ -5,27 +5,52 @@ starting points, lets the estimator prepare (control variates find their centre 
 there), splits the chains into groups with a stream each, runs the groups in this process or on an
 executor (:mod:`sgmc.executors`, each group through the loop of :mod:`sgmc.chains`), and assembles a
 :class:`~sgmc.Trace` from what every step reported.
+
+Long runs survive interruption. With ``checkpoint=PATH`` the complete state of the run (the model,
+sampler and estimator, every group's sampler and estimator state and generator, the draws so far
+and the run's settings) is written atomically to PATH every ``checkpoint_every`` iterations, and
+:func:`resume` continues from it with the same draws as an uninterrupted run. Ctrl-C during a run in
+this process ends it at the end of the current iteration and returns the draws so far, and a
+divergence keeps them on the error (``err.trace``).
 """
 
 from __future__ import annotations
 
+import difflib
+import inspect
+import os
+import pickle
+import signal
+import threading
 import time
+import warnings
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import backends
 from ._array_api import as_float_array, check_finite, is_array
+from ._atomic import atomic_write
+from ._progress import progress_bar, progress_scope, wants_progress
 from ._validation import check_choice, check_int
+from .chains import DivergenceError, run_chains
 from .estimators import FullGradient, SupportsPrepare, make_estimator
 from .executors import GroupTask, RunSpec, check_executor, run_groups
 from .models.base import check_compatible, check_target, require
 from .samplers import make_sampler, step_sizes
 from .trace import Trace
 
-__all__ = ["sample", "DEFAULT_GROUP_SIZE"]
+__all__ = ["sample", "resume", "DEFAULT_GROUP_SIZE", "SamplingInterruptedWarning"]
+
+
+class SamplingInterruptedWarning(UserWarning):
+    """Ctrl-C ended :func:`sample` early; the returned trace holds the draws made until then."""
 
 #: Chains per group when ``group_size`` is not given: large enough that the chains of a group share
 #: the per-iteration Python overhead, small enough that 32 chains make 2 groups for 2 processes.
 DEFAULT_GROUP_SIZE = 16
+
+
+_REQUIRED: Any = type("_Required", (), {"__repr__": lambda self: "<required>"})()
 
 
 def _initial_position(model, init, chains, rng):
@@ -69,7 +94,7 @@ def sample(
     sampler: Any = "sgld",
     estimator: Any = "minibatch",
     *,
-    step_size: Any,
+    step_size: Any = _REQUIRED,
     batch_size: Any = None,
     n_iter: int = 1000,
     chains: int = 1,
@@ -85,6 +110,9 @@ def sample(
     callback: Callable | None = None,
     executor: Any = None,
     group_size: int | None = None,
+    checkpoint: Any = None,
+    checkpoint_every: int | None = None,
+    **unknown: Any,
 ) -> Trace:
     """Run stochastic gradient MCMC on ``model`` and return a :class:`~sgmc.Trace`.
 
@@ -120,8 +148,10 @@ def sample(
     store_grads : bool or {"estimate", "full"}
         Keep the gradient paired with each kept draw: the estimate the sampler used (``True`` or
         ``"estimate"``, free) or the exact full-data gradient (``"full"``, one O(N) pass per kept draw).
-    progress : bool
-        Show a tqdm progress bar when tqdm is installed.
+    progress : bool or {"auto", "always"}
+        Show progress bars (the mode search of ``"cv"`` included): tqdm's when it is installed, a
+        built-in text bar otherwise. ``True`` (or ``"auto"``) shows them only when standard error is
+        a terminal; ``"always"`` shows them anywhere; ``False`` never.
     check_every : int
         Interval of the divergence check.
     sampler_options, estimator_options : dict, optional
@@ -138,15 +168,32 @@ def sample(
     group_size : int, optional
         Chains per group (default :data:`DEFAULT_GROUP_SIZE`). Each group has its own random
         stream, so the draws depend on the group size but never on the executor.
+    checkpoint : str or path-like, optional
+        A file to which the complete state of the run is written (atomically) every
+        ``checkpoint_every`` iterations, when Ctrl-C stops the run, and at the end;
+        :func:`resume` continues from it. Checkpoints are written by runs in this process
+        (``executor=None``); the file is a pickle, so load only checkpoints you wrote.
+    checkpoint_every : int, optional
+        Iterations between checkpoints (default: a tenth of ``n_iter``).
 
     Returns
     -------
     Trace
+        After Ctrl-C (in this process) the run stops at the end of the current iteration, a
+        :class:`SamplingInterruptedWarning` is issued, and the trace holds the draws so far:
+        ``trace.info["interrupted"]`` is True and ``trace.info["iterations_done"]`` says how far
+        the chains got (with several groups of chains, those that had started, cut to the shortest).
+        A second Ctrl-C interrupts at once. With an executor, Ctrl-C cancels the run as usual.
 
     Raises
     ------
     FloatingPointError
-        When a chain's position stops being finite (the step size is too large).
+        When a chain's position stops being finite (the step size is too large): a
+        :class:`~sgmc.chains.DivergenceError` whose ``trace`` attribute holds the draws up to the
+        last check that found every position finite, and whose ``iteration`` and ``step_size``
+        say where it happened.
+    TypeError
+        For a keyword :func:`sample` does not take, with the closest one it does.
 
     Examples
     --------
@@ -162,8 +209,14 @@ def sample(
     >>> np.round(trace.mean(), 1)
     array([ 1., -1.])
     """
+    if unknown:
+        _refuse_keywords(unknown)
+    if step_size is _REQUIRED:
+        msg = "sample() needs `step_size`: h in the review's convention, a schedule or n_iter values"
+        raise TypeError(msg)
     model = check_target(model)
     xp = model.xp
+    wants_progress(progress)
     n_iter = check_int(n_iter, "n_iter")
     chains = check_int(chains, "chains")
     thin = check_int(thin, "thin")
@@ -176,7 +229,25 @@ def sample(
     check_choice(store_grads, "store_grads", (False, True, "estimate", "full"))
     if store_grads == "full":
         require(model, ("grad_log_posterior",), "store_grads='full'")
+    if isinstance(batch_size, bool):
+        msg = f"`batch_size` must be a positive int or a fraction in (0, 1); got {batch_size!r}"
+        raise TypeError(msg)
     check_executor(executor)
+    kept = list(range(burn_in, n_iter, thin))
+    if thin > 1 and len(kept) < 2:
+        msg = (
+            f"`thin`={thin} keeps {len(kept)} draw(s) of the {n_iter - burn_in} iterations after burn-in; "
+            "choose a thinning interval that keeps at least two"
+        )
+        raise ValueError(msg)
+    if checkpoint is not None:
+        checkpoint = _check_checkpoint_path(checkpoint, executor)
+        checkpoint_every = check_int(
+            checkpoint_every if checkpoint_every is not None else max(1, n_iter // 10), "checkpoint_every"
+        )
+    elif checkpoint_every is not None:
+        msg = "`checkpoint_every` needs `checkpoint=PATH`, the file the checkpoints are written to"
+        raise ValueError(msg)
     hs = step_sizes(step_size, n_iter)
 
     smp = make_sampler(sampler, model, **(sampler_options or {}))
@@ -190,7 +261,8 @@ def sample(
     t_setup = time.perf_counter()
     setup_evals = 0.0
     if isinstance(est, SupportsPrepare):
-        prepared = est.prepare(prep_rng, position)
+        with progress_scope(progress):
+            prepared = est.prepare(prep_rng, position)
         est = prepared.estimator
         setup_evals += prepared.n_evals
         if prepared.start is not None and init is None:
@@ -201,25 +273,272 @@ def sample(
     bounds = _groups(chains, group_size)
     streams = run_rng.spawn(len(bounds))
     tasks = [GroupTask(g, streams[g], position[a:b, :]) for g, (a, b) in enumerate(bounds)]
-    kept = list(range(burn_in, n_iter, thin))
     score = model.grad_log_posterior if store_grads == "full" else None
     spec = RunSpec(smp, est, hs, kept, store_grads, score, check_every, backend)
+    job = _Job(model, spec, tasks, bounds, setup_time, setup_evals,
+               {"n_iter": n_iter, "burn_in": burn_in, "thin": thin, "chains": chains},
+               path=checkpoint, every=checkpoint_every or 0)
+    return _execute(job, executor, progress, callback)
 
-    bar = _progress_bar(progress, n_iter * len(tasks), f"{smp.name}/{est.name}")
+
+def resume(path: Any, *, progress: bool = True, callback: Callable | None = None) -> Trace:
+    """Continue a run of :func:`sample` from its checkpoint file and return the whole trace.
+
+    The draws are those of the uninterrupted run with the same arguments (bit for bit on NumPy),
+    whether the run was stopped by Ctrl-C or killed. Checkpoints keep being written to the same file
+    at the same interval, so a resumed run can itself be interrupted and resumed. A checkpoint of a
+    finished run gives its trace at once.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The ``checkpoint`` file of :func:`sample`. It is a pickle: load only files you wrote.
+    progress : bool
+        Show a progress bar.
+    callback : callable, optional
+        ``callback(k, state)`` after every iteration, as in :func:`sample` (callbacks are not saved).
+
+    Returns
+    -------
+    Trace
+
+    Raises
+    ------
+    ValueError
+        Naming ``path``, when the file is not a readable sgmc checkpoint.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import sgmc
+    >>> from sgmc.models import LinearRegression
+    >>> r = np.random.default_rng(0)
+    >>> X = r.normal(size=(500, 2)); y = X @ np.array([1.0, -1.0]) + r.normal(size=500)
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.ckpt")
+    >>> trace = sgmc.sample(LinearRegression(X, y), step_size=1e-3, batch_size=50, n_iter=300,
+    ...                     rng=1, progress=False, checkpoint=path, checkpoint_every=100)
+    >>> again = sgmc.resume(path, progress=False)
+    >>> bool((again.draws == trace.draws).all())
+    True
+    """
+    job = _Job.load(path)
+    return _execute(job, None, progress, callback)
+
+
+_MAGIC = "sgmc checkpoint 1"
+
+
+@dataclass
+class _Job:
+    """A run of :func:`sample` after set-up: what it needs to run, resume and assemble its trace."""
+
+    model: Any
+    spec: RunSpec
+    tasks: list
+    bounds: list
+    setup_time: float
+    setup_evals: float
+    settings: dict
+    path: Any = None
+    every: int = 0
+    results: list = field(default_factory=list)
+    current: Any = None  # ChainsProgress of the group in progress, as last checkpointed
+
+    def save(self) -> None:
+        with atomic_write(self.path) as fh:
+            pickle.dump({"magic": _MAGIC, "job": self}, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def load(cls, path: Any) -> "_Job":
+        try:
+            with open(path, "rb") as fh:
+                payload = pickle.load(fh)
+        except FileNotFoundError:
+            raise
+        except Exception as err:  # noqa: BLE001 - any unpickling failure means the same to the user
+            msg = f"cannot read the checkpoint {os.fspath(path)!r}: it is damaged or not an sgmc checkpoint ({err})"
+            raise ValueError(msg) from err
+        if not (isinstance(payload, dict) and payload.get("magic") == _MAGIC and isinstance(payload.get("job"), cls)):
+            msg = f"{os.fspath(path)!r} is not a checkpoint written by sgmc.sample(..., checkpoint=...)"
+            raise ValueError(msg)
+        job = payload["job"]
+        job.path = path
+        return job
+
+    @property
+    def n_iter(self) -> int:
+        return len(self.spec.step_sizes)
+
+    def done(self) -> int:
+        """Iterations done, summed over groups."""
+        return self.n_iter * len(self.results) + (self.current.k if self.current is not None else 0)
+
+    def trace(self, results: list, interrupted: bool = False) -> Trace:
+        return _assemble(self, results, interrupted)
+
+
+class _StopOnInterrupt:
+    """Turns Ctrl-C into a request to stop at the end of the current iteration (main thread only).
+
+    Installed only over Python's default SIGINT handler; the first Ctrl-C restores that handler, so
+    a second one interrupts at once.
+    """
+
+    def __init__(self, active: bool):
+        self.requested = False
+        self._old = None
+        self._active = active and threading.current_thread() is threading.main_thread()
+
+    def __enter__(self):
+        if self._active and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def _handler(self, signum, frame):
+        self.requested = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+        return False
+
+    def __call__(self) -> bool:
+        return self.requested
+
+
+def _execute(job: _Job, executor: Any, progress: bool, callback: Callable | None) -> Trace:
+    spec, n_iter = job.spec, job.n_iter
+    bar = _progress_bar(progress, n_iter * len(job.tasks), f"{spec.sampler.name}/{spec.estimator.name}")
+    if bar is not None and job.done():
+        bar.update(job.done())
+    stop = _StopOnInterrupt(executor is None)
     try:
-        results = run_groups(spec, tasks, executor, bar=bar, progress_every=max(1, n_iter // 200),
-                             callback=callback)
+        with stop:
+            if executor is None:
+                complete, partial = _run_here(job, bar, callback, stop)
+            else:
+                try:
+                    results = run_groups(spec, job.tasks, executor, bar=bar,
+                                         progress_every=max(1, n_iter // 200), callback=callback)
+                except DivergenceError as err:
+                    finished = err.finished or {}
+                    g = err.group if err.group is not None else len(job.tasks)
+                    before = []
+                    for i in range(g):
+                        if i not in finished:
+                            break
+                        before.append(finished[i])
+                    err.trace = job.trace(before + ([err.partial] if err.partial is not None else []))
+                    raise
+                job.results, complete, partial = results, True, None
     finally:
         if bar is not None:
             bar.close()
-    backend.synchronize()
-    return _assemble(model, smp, est, spec, results, bounds, hs, setup_time, setup_evals,
-                     n_iter=n_iter, burn_in=burn_in, thin=thin, chains=chains)
+    spec.backend.synchronize()
+    if complete:
+        if job.path is not None:
+            job.current = None
+            job.save()
+        return job.trace(job.results)
+    trace = job.trace(job.results + ([partial] if partial is not None else []), interrupted=True)
+    where = f"; resume with sgmc.resume({os.fspath(job.path)!r})" if job.path is not None else ""
+    chains = f" of {trace.n_chains} of the {job.settings['chains']} chains" if trace.n_chains < job.settings["chains"] else ""
+    msg = (
+        f"sampling interrupted after {trace.info['iterations_done']} of {n_iter} iterations{chains}; the "
+        f"trace holds the draws so far (trace.info['interrupted'] is True){where}"
+    )
+    warnings.warn(msg, SamplingInterruptedWarning, stacklevel=3)
+    return trace
 
 
-def _assemble(model, smp, est, spec, results, bounds, hs, setup_time, setup_evals, **settings) -> Trace:
+def _run_here(job: _Job, bar: Any, callback: Callable | None, stop: Callable[[], bool]) -> tuple:
+    """Run the remaining groups in this process; return (complete, partial result or None)."""
+    spec, n_iter = job.spec, job.n_iter
+    every = max(1, n_iter // 200)
+    while len(job.results) < len(job.tasks):
+        g = len(job.results)
+        if stop() and job.current is None:
+            if job.path is not None:
+                job.save()
+            return False, None
+        task = job.tasks[g]
+        update = None
+        if bar is not None:
+            def update(done, offset=g * n_iter):
+                bar.update(offset + done - bar.n)
+
+        def save(progress):
+            job.current = progress
+            job.save()
+
+        try:
+            res = run_chains(
+                spec.sampler, spec.estimator, task.rng, task.position, spec.step_sizes, spec.kept,
+                store_grads=spec.store_grads, score=spec.score, check_every=spec.check_every,
+                progress=update, progress_every=every, callback=callback,
+                quiet_float=spec.backend.quiet_float, resume=job.current,
+                checkpoint=save if job.path is not None else None, checkpoint_every=job.every, stop=stop,
+            )
+        except DivergenceError as err:
+            err.trace = job.trace(job.results + [err.partial])
+            raise
+        if res.n_done < n_iter:
+            return False, res
+        job.results.append(res)
+        job.current = None
+    return True, None
+
+
+def _refuse_keywords(unknown: dict) -> None:
+    known = [p for p in inspect.signature(sample).parameters if p != "unknown"]
+    name = next(iter(unknown))
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"; did you mean `{close[0]}=`?" if close else f"; it takes {', '.join(known)}"
+    msg = f"sample() got an unexpected keyword argument `{name}`{hint}"
+    raise TypeError(msg)
+
+
+def _check_checkpoint_path(path: Any, executor: Any) -> Any:
+    if not isinstance(path, (str, os.PathLike)):
+        msg = f"`checkpoint` must be a file path; got {type(path).__name__}"
+        raise TypeError(msg)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        msg = f"`checkpoint`: the folder {folder!r} does not exist"
+        raise ValueError(msg)
+    if executor is not None:
+        msg = (
+            "`checkpoint` is supported for runs in this process (executor=None); with an executor the "
+            "groups of chains run elsewhere and are not checkpointed"
+        )
+        raise ValueError(msg)
+    return path
+
+
+def _truncate(res: Any, n_done: int, kept: list) -> Any:
+    n_keep = sum(1 for i in kept if i < n_done)
+    stats = {k: v[:, :n_done] for k, v in res.stats.items()}
+    grads = None if res.grads is None else res.grads[:, :n_keep, :]
+    return res._replace(draws=res.draws[:, :n_keep, :], grads=grads, stats=stats, n_done=n_done)
+
+
+def _assemble(job: _Job, results: list, interrupted: bool = False) -> Trace:
+    model, spec = job.model, job.spec
+    smp, est = spec.sampler, spec.estimator
     xp = model.xp
     hx = backends.get_backend("numpy").xp
+    n_iter = job.n_iter
+    if len(results) > 1 and results[-1].n_done == 0:
+        results = results[:-1]
+    n_done = min([r.n_done if r.n_done >= 0 else n_iter for r in results], default=0)
+    kept = list(spec.kept)
+    if n_done < n_iter:
+        kept = [i for i in kept if i < n_done]
+        results = [_truncate(r, n_done, spec.kept) for r in results]
+    bounds = job.bounds[:len(results)]
+    hs = list(spec.step_sizes)[:n_done]
     one = len(results) == 1
     draws = results[0].draws if one else xp.concat([r.draws for r in results], axis=0)
     grads = None
@@ -228,36 +547,37 @@ def _assemble(model, smp, est, spec, results, bounds, hs, setup_time, setup_eval
     stats = {"step_size": hx.asarray(hs, dtype=hx.float64)}
     for key in results[0].stats:
         stats[key] = hx.concat([hx.asarray(r.stats[key]) for r in results], axis=0)
+    n_chains = int(draws.shape[0])
+    for key in ("n_evals", "batch_size"):
+        stats.setdefault(key, hx.zeros((n_chains, n_done), dtype=hx.float64))
     n_data = max(int(model.n_data), 1)
     stats["data_passes"] = hx.cumulative_sum(stats["n_evals"], axis=1) / n_data
     info = {
         "sampler": smp.name,
         "estimator": est.name,
-        **settings,
+        **job.settings,
         "n_data": model.n_data,
         "dim": model.dim,
         "backend": backends.get_backend(xp).name,
         "dtype": str(model.dtype),
         "grads": (("full" if spec.store_grads == "full" else "estimate") if spec.store_grads else None),
         "groups": [list(b) for b in bounds],
-        "setup_time": setup_time,
-        "setup_data_passes": setup_evals / n_data,
-        "sampling_time": float(hx.max(stats["wall_time"][:, -1])),
+        "setup_time": job.setup_time,
+        "setup_data_passes": job.setup_evals / n_data,
+        "sampling_time": float(hx.max(stats["wall_time"][:, -1])) if n_done else 0.0,
+        "interrupted": bool(interrupted),
+        "iterations_done": n_done,
     }
+    if job.path is not None:
+        info["checkpoint"] = os.fspath(job.path)
     if "accepted" in stats:
         info["n_accepted"] = hx.astype(hx.sum(stats["accepted"], axis=1), hx.int64).tolist()
-        info["acceptance_rate"] = hx.mean(stats["accepted"], axis=1).tolist()
+        info["acceptance_rate"] = (hx.mean(stats["accepted"], axis=1) if n_done else hx.zeros(n_chains)).tolist()
     for key in stats:
         if key not in ("step_size", "n_evals", "batch_size", "data_passes", "wall_time", "accepted", "accept_prob"):
-            info[key] = stats[key][:, -1].tolist()
-    return Trace(draws=draws, grads=grads, iterations=spec.kept, stats=stats, info=info)
+            info[key] = stats[key][:, -1].tolist() if n_done else [float("nan")] * n_chains
+    return Trace(draws=draws, grads=grads, iterations=kept, stats=stats, info=info)
 
 
 def _progress_bar(progress, total, desc):
-    if not progress:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=desc, leave=False, mininterval=0.5)
+    return progress_bar(progress, total, desc)

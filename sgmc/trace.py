@@ -10,6 +10,8 @@ quantities (acceptance, thermostat). Saving and loading (``.npz``, NumPy on the 
 from __future__ import annotations
 
 import json
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +19,7 @@ import numpy as np
 
 from . import backends
 from ._array_api import Array, array_namespace
+from ._atomic import atomic_write
 
 __all__ = ["Trace"]
 
@@ -134,7 +137,12 @@ class Trace:
         )
 
     def save(self, path: str) -> None:
-        """Write the trace to a ``.npz`` file (arrays copied to the host)."""
+        """Write the trace to a ``.npz`` file (arrays copied to the host).
+
+        The write is atomic: the data go to a temporary file in the same folder, which replaces
+        ``path`` only once it is complete and synced, so an interrupted save leaves an earlier file at
+        ``path`` intact.
+        """
         arrays = {"draws": backends.to_numpy(self.draws), "iterations": np.asarray(self.iterations, dtype=np.int64)}
         if self.grads is not None:
             arrays["grads"] = backends.to_numpy(self.grads)
@@ -143,20 +151,44 @@ class Trace:
         meta = json.dumps(_jsonable(self.info))
         payload = {k: np.asarray(v) for k, v in arrays.items()}
         payload["__meta__"] = np.asarray(meta)
-        with open(path, "wb") as fh:
+        with atomic_write(path) as fh:
             np.savez_compressed(fh, **payload)
 
     @classmethod
     def load(cls, path: str, *, backend: Any = "numpy") -> "Trace":
-        """Read a trace written by :meth:`save`; arrays are converted to ``backend``."""
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files if k != "__meta__"}
-            meta = str(data["__meta__"]) if "__meta__" in data.files else "{}"
+        """Read a trace written by :meth:`save`; arrays are converted to ``backend``.
+
+        Raises
+        ------
+        ValueError
+            Naming ``path``, when the file is damaged (truncated, not a ``.npz`` archive) or is not a
+            trace saved by :meth:`save`.
+        """
+        with open(path, "rb") as fh:
+            try:
+                data = np.load(fh, allow_pickle=False)
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+                msg = f"cannot read the trace file {path!r}: it is not a .npz archive saved by sgmc.Trace.save ({err})"
+                raise ValueError(msg) from err
+            if not isinstance(data, np.lib.npyio.NpzFile):
+                msg = f"cannot read the trace file {path!r}: it holds a single array, not a trace saved by sgmc.Trace.save"
+                raise ValueError(msg)
+            with data:
+                missing = [k for k in ("draws", "iterations", "__meta__") if k not in data.files]
+                if missing:
+                    msg = f"{path!r} is not a trace saved by sgmc.Trace.save: it has no {', '.join(missing)}"
+                    raise ValueError(msg)
+                try:
+                    arrays = {k: data[k] for k in data.files if k != "__meta__"}
+                    meta = json.loads(str(data["__meta__"]))
+                except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+                    msg = f"cannot read the trace file {path!r}: it is damaged ({type(err).__name__}: {err})"
+                    raise ValueError(msg) from err
         draws = backends.asarray(arrays["draws"], backend=backend)
         grads = backends.asarray(arrays["grads"], backend=backend) if "grads" in arrays else None
         stats = {k[len("stat__"):]: v for k, v in arrays.items() if k.startswith("stat__")}
         iterations = [int(i) for i in arrays["iterations"]]
-        return cls(draws=draws, grads=grads, iterations=iterations, stats=stats, info=json.loads(meta))
+        return cls(draws=draws, grads=grads, iterations=iterations, stats=stats, info=meta)
 
 
 def _jsonable(obj: Any) -> Any:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from . import backends
+from ._progress import progress_bar
 from ._validation import check_int
 from .diagnostics.ess import ess
 from .diagnostics.ksd import ksd
@@ -184,7 +185,7 @@ def tune_step_size(
     n_ksd: int = 1000,
     ksd_options: dict | None = None,
     keep_traces: bool = False,
-    progress: bool = False,
+    progress: Any = True,
     sampler_options: dict | None = None,
     estimator_options: dict | None = None,
 ) -> TuningResult:
@@ -243,8 +244,8 @@ def tune_step_size(
         for that reason.
     keep_traces : bool, default False
         Keep the pilot traces in the result (they hold at most ``n_ksd`` draws each).
-    progress : bool, default False
-        Progress bars for the pilot runs.
+    progress : bool or {"auto", "always"}, default True
+        A progress bar over the grid (shown on a terminal; see :func:`sgmc.sample`).
     sampler_options, estimator_options : dict, optional
         As in :func:`sgmc.sample`.
 
@@ -314,13 +315,16 @@ def tune_step_size(
 
     table: list[dict] = []
     traces: list[Trace | None] = []
+    bar = progress_bar(progress, len(values), f"tuning {sampler if isinstance(sampler, str) else 'h'}")
     for h, stream in zip(values, streams):
+        if bar is not None and table:
+            bar.update(1)
         t0 = time.perf_counter()
         try:
             trace = sample(
                 model, sampler, estimator, step_size=h, batch_size=batch_size,
                 n_iter=pilot_iters, chains=chains, burn_in=burn_in, thin=thin, init=init,
-                rng=stream, store_grads="full", progress=progress,
+                rng=stream, store_grads="full", progress=False,
                 sampler_options=sampler_options, estimator_options=estimator_options,
             )
         except (FloatingPointError, NoiseCorrectionError):   # diverged, or a noise correction infeasible
@@ -340,6 +344,9 @@ def tune_step_size(
             ess_min = math.nan
         table.append({"step_size": h, "ksd": value, "ess": ess_min, "time": elapsed, "diverged": False})
         traces.append(trace)
+    if bar is not None:
+        bar.update(1)
+        bar.close()
 
     finite = [row for row in table if math.isfinite(row["ksd"])]
     if not finite:

@@ -124,7 +124,7 @@ def test_default_rng_rejects_bad_seed_types(bad):
 
 
 def test_default_rng_rejects_negative_seed():
-    with pytest.raises(ValueError, match="`seed` must be a non-negative integer"):
+    with pytest.raises(ValueError, match=r"`rng` \(a seed\) must be a non-negative integer"):
         default_rng(-1)
 
 

@@ -188,7 +188,8 @@ def test_csv_errors_are_one_line(tmp_path):
 
 
 def test_diverging_step_size_is_reported():
-    code, _, err = _run(["run", "--quick", "--no-progress", "--model", "linear", "--estimator", "minibatch",
-                         "--step-size", "1"])
-    assert code == 2
-    assert err.startswith("sgmc: error: ") and "diverged" in err and err.count("\n") == 1
+    code, out, err = _run(["run", "--quick", "--no-progress", "--model", "linear", "--estimator", "minibatch",
+                           "--step-size", "1"])
+    # a diverged method is a row of the table, not an error that discards the other methods
+    assert code == 0 and err == ""
+    assert "SGLD    diverged at iteration 100, h = 1\n" in out

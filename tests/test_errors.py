@@ -115,7 +115,7 @@ CASES = {
     "centre cpu, model device1": (lambda: ControlVariate(LinearRegression(on_strict(X, DEV1), on_strict(Y, DEV1)), 5, centre=on_strict(np.zeros(3))), ValueError, "`centre` is on device"),
     "cov cpu, y device1": (lambda: Gaussian(on_strict(X, DEV1), cov=on_strict(np.eye(3))), ValueError, r"`cov` is on device .*CPU_DEVICE.* but `y` is on device .*device1"),
     "rng bad type": (lambda: run(rng="seed"), TypeError, "`rng` must be None, a non-negative int"),
-    "rng negative": (lambda: run(rng=-3), ValueError, "`seed` must be a non-negative integer"),
+    "rng negative": (lambda: run(rng=-3), ValueError, r"`rng` \(a seed\) must be a non-negative integer"),
     "unknown backend": (lambda: backends.get_backend("jax"), ValueError, "unknown backend 'jax'"),
     # -- step sizes ---------------------------------------------------------------------------------------
     "step_size negative": (lambda: run(step_size=-1e-3), ValueError, "`step_size` must be positive and finite; got -0.001"),

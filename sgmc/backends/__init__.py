@@ -13,6 +13,7 @@ explicitly between libraries.
 
 from __future__ import annotations
 
+import difflib
 from types import ModuleType
 from typing import Any, Callable
 
@@ -98,7 +99,9 @@ _ALIASES = {"np": "numpy", "strict": "array_api_strict", "array-api-strict": "ar
 def _by_name(name: str) -> Backend:
     key = _ALIASES.get(name, name)
     if key not in _LOADERS:
-        msg = f"unknown backend {name!r}; known backends are {sorted(_LOADERS)}"
+        close = difflib.get_close_matches(str(name), list(_LOADERS) + list(_ALIASES), n=1)
+        hint = f" did you mean {_ALIASES.get(close[0], close[0])!r}?" if close else ""
+        msg = f"unknown backend {name!r};{hint} known backends are {sorted(_LOADERS)}"
         raise ValueError(msg)
     if key not in _CACHE:
         try:
@@ -168,9 +171,9 @@ def available_backends() -> list[str]:
 
 
 def _seed_sequence(seed: Any) -> np.random.SeedSequence:
-    if seed is None or isinstance(seed, (int, np.integer)):
+    if seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)):
         if seed is not None and int(seed) < 0:
-            msg = f"`seed` must be a non-negative integer; got {seed}"
+            msg = f"`rng` (a seed) must be a non-negative integer; got {seed}"
             raise ValueError(msg)
         return np.random.SeedSequence(None if seed is None else int(seed))
     if isinstance(seed, np.random.SeedSequence):

@@ -14,6 +14,7 @@ estimators build on (:func:`subsample`, :func:`categorical`) are here for custom
 from typing import Any
 
 from .._sampling import categorical, subsample
+from .._validation import did_you_mean
 from .base import (
     EstimateInfo,
     Estimator,
@@ -107,7 +108,7 @@ def make_estimator(name: Any, model: Any, batch_size: Any = None, **options: Any
         return name
     key = name.lower().replace("_", "-")
     if key not in ESTIMATORS:
-        msg = f"unknown estimator {name!r}; choose one of {sorted(ESTIMATORS)}"
+        msg = f"unknown estimator {name!r};{did_you_mean(name, ESTIMATORS)} choose one of {sorted(ESTIMATORS)}"
         raise ValueError(msg)
     cls = ESTIMATORS[key]
     if key in _NO_BATCH:

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from .._array_api import Array, check_finite, is_array
 from .._validation import check_batch_size, check_choice, check_int
 from ..models.base import check_compatible
-from ..optimize import find_mode
+from ..optimize import _can_polish, find_mode, mode_gap_cost, newton, warn_if_not_mode
 from .base import EstimateInfo, Estimator, Minibatch, Prepared, diff_sum
 
 __all__ = ["ControlVariate", "ControlVariateState", "SVRG", "SVRGState"]
@@ -51,12 +51,17 @@ class ControlVariate(Estimator):
     opt_step_size : float, optional
     opt_batch_size : int, optional
         Settings of the mode search (default batch: ``batch_size``).
+    polish : bool, optional
+        Finish the search with Newton steps on the full posterior (default: when the model has exact
+        Hessians and dim <= :data:`sgmc.optimize.POLISH_MAX_DIM`).
     replace : bool, default False
 
     Notes
     -----
     ``prepare`` suggests the centre as the chains' starting point, as the review recommends: the
-    optimisation replaces burn-in. Costs ``2 n`` per-datum gradient evaluations per call, plus one
+    optimisation replaces burn-in. It checks the centre it found with :func:`sgmc.optimize.mode_gap`
+    and warns (:class:`sgmc.ModeNotFoundWarning`) when the centre is more than one posterior standard
+    deviation from the mode. Costs ``2 n`` per-datum gradient evaluations per call, plus one
     full pass at the centre in ``init``.
 
     Examples
@@ -89,6 +94,7 @@ class ControlVariate(Estimator):
         opt_steps: int = 2000,
         opt_step_size: float | None = None,
         opt_batch_size: Any = None,
+        polish: bool | None = None,
         replace: bool = False,
     ):
         super().__init__(model)
@@ -102,6 +108,7 @@ class ControlVariate(Estimator):
         self.opt_batch_size = check_batch_size(
             opt_batch_size if opt_batch_size is not None else self.batch_size, model.n_data, "opt_batch_size"
         )
+        self.polish = polish
         self.centre = None if centre is None else self._check_centre(centre)
         self.init_cost = float(model.n_data)
         self._info = EstimateInfo(2 * self.batch_size, self.batch_size)
@@ -123,19 +130,38 @@ class ControlVariate(Estimator):
         """A copy of this estimator centred at ``centre`` (dim,)."""
         return ControlVariate(
             self.model, self.batch_size, centre, optimizer=self.optimizer, opt_steps=self.opt_steps,
-            opt_step_size=self.opt_step_size, opt_batch_size=self.opt_batch_size, replace=self.replace,
+            opt_step_size=self.opt_step_size, opt_batch_size=self.opt_batch_size, polish=self.polish,
+            replace=self.replace,
         )
 
     def prepare(self, rng: Any, position: Array) -> Prepared:
-        """Find the centre from the first chain's position unless one was given; suggest it as the start."""
+        """Find the centre from the first chain's position unless one was given; suggest it as the start.
+
+        The search (``opt_steps`` optimiser steps, then Newton steps where the model has Hessians) is
+        checked at its end; a centre more than one posterior standard deviation from the mode gets
+        a :class:`sgmc.ModeNotFoundWarning`. The cost counts the optimiser's minibatches, three
+        passes through the data per Newton step (gradients, Hessians, log density) and the passes
+        of the check (:func:`sgmc.optimize.mode_gap_cost`).
+        """
         est, cost = self, 0.0
         if self.centre is None:
+            m = self.model
             mode = find_mode(
-                self.model, rng, position[0, :], method=self.optimizer, n_steps=self.opt_steps,
-                step_size=self.opt_step_size, batch_size=self.opt_batch_size,
+                m, rng, position[0, :], method=self.optimizer, n_steps=self.opt_steps,
+                step_size=self.opt_step_size, batch_size=self.opt_batch_size, polish=False, check=False,
             )
-            est = self.with_centre(mode)
             cost = float(self.opt_steps * self.opt_batch_size)
+            polish = _can_polish(m) if self.polish is None else bool(self.polish)
+            how = f"{self.optimizer}, {self.opt_steps} steps"
+            if polish:
+                polished, steps = newton(m, mode)
+                if bool(m.xp.all(m.xp.isfinite(polished))):
+                    mode = polished
+                cost += 3.0 * steps * m.n_data
+                how += f" and {steps} Newton steps"
+            warn_if_not_mode(m, mode, 1.0, how)
+            cost += mode_gap_cost(m) * m.n_data
+            est = self.with_centre(mode)
         start = self.model.xp.broadcast_to(est.centre, tuple(position.shape))
         return Prepared(est, start, cost)
 

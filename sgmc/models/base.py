@@ -195,6 +195,37 @@ def as_data_array(x: Any, name: str) -> Array:
         raise TypeError(msg) from exc
 
 
+def normalise_namespace(xp: Any) -> Any:
+    """The array-API namespace sgmc uses for the library of ``xp``.
+
+    A model may be built with the library's own module (``numpy``) or its array-API-compatible
+    namespace; both name the same library, and sgmc works with the namespace its backend uses
+    (array-api-compat's for NumPy and PyTorch). A namespace no backend claims is returned unchanged.
+
+    Examples
+    --------
+    >>> import numpy
+    >>> from sgmc.models.base import normalise_namespace
+    >>> from sgmc import array_namespace
+    >>> normalise_namespace(numpy) is array_namespace(numpy.zeros(1))
+    True
+    """
+    if xp is None:
+        return xp
+    try:
+        return backends.get_backend(xp).xp
+    except (TypeError, ValueError, ImportError):
+        return xp
+
+
+def same_library(xp1: Any, xp2: Any) -> bool:
+    """Whether two namespaces belong to one array library (compared by backend, not module object)."""
+    try:
+        return backends.get_backend(xp1) == backends.get_backend(xp2)
+    except (TypeError, ValueError, ImportError):
+        return xp1 is xp2
+
+
 def check_compatible(model: Any, x: Array, name: str) -> None:
     """Raise unless ``x`` is an array of ``model.xp`` on ``model.device`` (when the model states one).
 
@@ -206,7 +237,7 @@ def check_compatible(model: Any, x: Array, name: str) -> None:
         ``x`` lives on another device.
     """
     xp = array_namespace(x, names=(name,))
-    if xp is not model.xp:
+    if xp is not model.xp and not same_library(xp, model.xp):
         msg = (
             f"`{name}` is a {namespace_name(xp)} array but `model data` is a {namespace_name(model.xp)} "
             f"array; convert explicitly with sgmc.backends.asarray(..., backend={namespace_name(model.xp)!r})"
@@ -243,7 +274,7 @@ class Model:
     def __init__(self, n_data: int, dim: int, xp: Namespace, dtype: Any, device: Any = None):
         self.n_data = int(n_data)
         self.dim = int(dim)
-        self.xp = xp
+        self.xp = normalise_namespace(xp)
         self.dtype = dtype
         self.device = device
 

@@ -11,6 +11,7 @@ sizes use the review's convention: SGLD is theta' = theta + (h/2) g + N(0, h I).
 
 from typing import Any
 
+from .._validation import did_you_mean
 from .base import (
     Sampler,
     SamplerBase,
@@ -59,7 +60,7 @@ def make_sampler(name: Any, model: Any = None, **options: Any) -> Sampler:
         return name
     key = name.lower()
     if key not in SAMPLERS:
-        msg = f"unknown sampler {name!r}; choose one of {sorted(SAMPLERS)}"
+        msg = f"unknown sampler {name!r};{did_you_mean(name, SAMPLERS)} choose one of {sorted(SAMPLERS)}"
         raise ValueError(msg)
     if key == "psgld" and model is not None:
         options.setdefault("n_data", model.n_data)

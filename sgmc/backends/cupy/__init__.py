@@ -40,6 +40,25 @@ class CupyGenerator(Generator):
     def spawn(self, n):
         return [CupyGenerator(self.backend, s, self.device) for s in self._seed_seq.spawn(n)]
 
+    # Checkpoints pickle generators: the cuRAND state lives in device memory (the bit generator's
+    # ``_state`` bytes), so it travels as a host copy and is written back into a generator built
+    # from the same seed sequence.
+    def __getstate__(self):
+        import cupy
+
+        device = getattr(self.device, "id", self.device)
+        state = cupy.asnumpy(self._gen.bit_generator._state)
+        return {"backend": self.backend, "device": device, "seed_seq": self._seed_seq, "state": state}
+
+    def __setstate__(self, st):
+        import cupy
+
+        device = st["device"]
+        if isinstance(device, int):
+            device = cupy.cuda.Device(device)
+        self.__init__(st["backend"], st["seed_seq"], device)
+        self._gen.bit_generator._state[...] = cupy.asarray(st["state"])
+
 
 def device_available() -> bool:
     """True when CuPy imports and a CUDA device can be used; never raises."""
