@@ -1,0 +1,19 @@
+"""Time series: state space models and buffered stochastic gradients.
+
+Stochastic gradient MCMC for state space models (Aicher 2020, thesis chapter 3; Aicher et al. 2019,
+"Stochastic Gradient MCMC for Nonlinear State Space Models"): the gradient of the log-likelihood of
+a long series is estimated from short *buffered subsequences* (:mod:`sgmc.ssm.subsequence`) on
+which the latent states are smoothed exactly (Kalman smoother, forward-backward) or by particles.
+"""
+
+from .base import StateSpaceModel, as_series
+from .subsequence import Windows, gather_windows, inclusion_prob, sample_windows
+
+__all__ = [
+    "StateSpaceModel",
+    "as_series",
+    "Windows",
+    "sample_windows",
+    "inclusion_prob",
+    "gather_windows",
+]
