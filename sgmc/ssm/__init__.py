@@ -7,6 +7,16 @@ which the latent states are smoothed exactly (Kalman smoother, forward-backward)
 """
 
 from .base import StateSpaceModel, as_series
+from .kalman import (
+    KalmanGrad,
+    KalmanStats,
+    kalman_filter,
+    kalman_grad,
+    kalman_loglik,
+    kalman_smoother,
+    kalman_stats,
+)
+from .lgssm import LGSSM, LGSSMParams
 from .subsequence import Windows, gather_windows, inclusion_prob, sample_windows
 
 __all__ = [
@@ -16,4 +26,13 @@ __all__ = [
     "sample_windows",
     "inclusion_prob",
     "gather_windows",
+    "KalmanGrad",
+    "KalmanStats",
+    "kalman_filter",
+    "kalman_grad",
+    "kalman_loglik",
+    "kalman_smoother",
+    "kalman_stats",
+    "LGSSM",
+    "LGSSMParams",
 ]
