@@ -6,7 +6,10 @@ a long series is estimated from short *buffered subsequences* (:mod:`sgmc.ssm.su
 which the latent states are smoothed exactly (Kalman smoother, forward-backward) or by particles.
 """
 
+from ..estimators import ESTIMATORS as _ESTIMATORS
 from .base import StateSpaceModel, as_series
+from .buffered import Buffered
+from .hmm import GaussianHMM, HMMParams, forward_backward
 from .kalman import (
     KalmanGrad,
     KalmanStats,
@@ -20,6 +23,7 @@ from .lgssm import LGSSM, LGSSMParams
 from .subsequence import Windows, gather_windows, inclusion_prob, sample_windows
 
 __all__ = [
+    "Buffered",
     "StateSpaceModel",
     "as_series",
     "Windows",
@@ -34,5 +38,10 @@ __all__ = [
     "kalman_smoother",
     "kalman_stats",
     "LGSSM",
+    "GaussianHMM",
+    "HMMParams",
+    "forward_backward",
     "LGSSMParams",
 ]
+
+_ESTIMATORS.setdefault("buffered", Buffered)
