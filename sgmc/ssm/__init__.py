@@ -20,7 +20,7 @@ from .kalman import (
     kalman_stats,
 )
 from .lgssm import LGSSM, LGSSMParams
-from .subsequence import Windows, gather_windows, inclusion_prob, sample_windows
+from .subsequence import Windows, all_windows, gather_windows, inclusion_prob, sample_windows
 
 __all__ = [
     "Buffered",
@@ -28,6 +28,7 @@ __all__ = [
     "as_series",
     "Windows",
     "sample_windows",
+    "all_windows",
     "inclusion_prob",
     "gather_windows",
     "KalmanGrad",

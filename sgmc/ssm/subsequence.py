@@ -33,7 +33,7 @@ from .._array_api import Array, Namespace, array_namespace, device_of
 from .._validation import check_int
 from ..models.base import take_rows
 
-__all__ = ["Windows", "sample_windows", "inclusion_prob", "gather_windows", "check_window_sizes"]
+__all__ = ["Windows", "sample_windows", "all_windows", "inclusion_prob", "gather_windows", "check_window_sizes"]
 
 
 class Windows(NamedTuple):
@@ -155,22 +155,42 @@ def sample_windows(
     if xp is None:
         xp = array_namespace(s)
     dtype = xp.float64 if dtype is None else dtype
+    return _windows_at(xp, xp.astype(s, xp.int64), T, S, B, M, dtype)
+
+
+def _windows_at(xp, s, T, S, B, M, dtype):
     dev = device_of(s)
-    s = xp.astype(s, xp.int64)
     L = min(S + 2 * B, T)
-    zero = xp.zeros_like(s)
-    start = xp.maximum(s - B, zero)
+    start = xp.maximum(s - B, xp.zeros_like(s))
     end = xp.minimum(s + (S + B), xp.full_like(s, T))
     length = end - start
     j = xp.arange(L, dtype=xp.int64, device=dev)
-    t0 = start[..., None] + j  # 0-based time of each position
+    t0 = start[..., None] + j
     mask = j < length[..., None]
     core = (t0 >= s[..., None]) & (t0 < s[..., None] + S)
-    t1 = xp.where(mask, t0 + 1, xp.ones_like(t0))
-    prob = inclusion_prob(t1, T, S)
+    prob = inclusion_prob(xp.where(mask, t0 + 1, xp.ones_like(t0)), T, S)
     w = xp.astype(1.0 / (M * prob), dtype)
-    weight = xp.where(core & mask, w, xp.zeros_like(w))
-    return Windows(start, length, weight, mask, L)
+    return Windows(start, length, xp.where(core & mask, w, xp.zeros_like(w)), mask, L)
+
+
+def all_windows(T: int, S: int, B: int, xp: Namespace, dtype: Any = None, device: Any = None) -> Windows:
+    """Every one of the ``T - S + 1`` buffered subsequences, as ``M = T - S + 1`` windows of one chain.
+
+    Their weighted score is the *expectation* over the subsequence of the buffered gradient, which
+    makes the bias of the estimator computable exactly (no Monte Carlo).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc.ssm.subsequence import all_windows
+    >>> w = all_windows(6, 2, 1, np)
+    >>> w.start.shape, float(w.weight.sum())
+    ((1, 5), 6.0)
+    """
+    T, S, B = check_window_sizes(T, S, B)
+    n = T - S + 1
+    s = xp.reshape(xp.arange(n, dtype=xp.int64, device=device), (1, n))
+    return _windows_at(xp, s, T, S, B, n, xp.float64 if dtype is None else dtype)
 
 
 def gather_windows(xp: Namespace, y: Array, windows: Windows) -> Array:
