@@ -188,11 +188,12 @@ def test_hmm_matches_enumeration_of_all_paths():
     Pi, mu, S = model.constrain(theta)
     y = model.y
     K, T = model.K, model.T
+    dens = np.array([[multivariate_normal(mu[k], S[k]).pdf(y[t]) for k in range(K)] for t in range(T)])
     total, marg = 0.0, np.zeros((T, K))
     for path in itertools.product(range(K), repeat=T + 1):
         p = 1.0 / K
         for t in range(1, T + 1):
-            p *= Pi[path[t - 1], path[t]] * multivariate_normal(mu[path[t]], S[path[t]]).pdf(y[t - 1])
+            p *= Pi[path[t - 1], path[t]] * dens[t - 1, path[t]]
         total += p
         for t in range(T):
             marg[t, path[t + 1]] += p
