@@ -9,6 +9,7 @@ which the latent states are smoothed exactly (Kalman smoother, forward-backward)
 from ..estimators import ESTIMATORS as _ESTIMATORS
 from .base import StateSpaceModel, as_series
 from .buffered import Buffered
+from .forecast import Prediction, filtered_states, forecast, forecast_plot, one_step_predictions, smoothed_states
 from .hmm import GaussianHMM, HMMParams, forward_backward
 from .kalman import (
     KalmanGrad,
@@ -39,6 +40,12 @@ __all__ = [
     "kalman_smoother",
     "kalman_stats",
     "LGSSM",
+    "Prediction",
+    "filtered_states",
+    "smoothed_states",
+    "one_step_predictions",
+    "forecast",
+    "forecast_plot",
     "GaussianHMM",
     "HMMParams",
     "forward_backward",
