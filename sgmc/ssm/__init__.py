@@ -21,7 +21,7 @@ from .kalman import (
     kalman_stats,
 )
 from .lgssm import LGSSM, LGSSMParams
-from .subsequence import Windows, all_windows, gather_windows, inclusion_prob, sample_windows
+from .subsequence import Windows, all_windows, gather_windows, inclusion_prob, sample_windows, windows_at
 
 __all__ = [
     "Buffered",
@@ -30,6 +30,7 @@ __all__ = [
     "Windows",
     "sample_windows",
     "all_windows",
+    "windows_at",
     "inclusion_prob",
     "gather_windows",
     "KalmanGrad",

@@ -33,7 +33,7 @@ from .._array_api import Array, Namespace, array_namespace, device_of
 from .._validation import check_int
 from ..models.base import take_rows
 
-__all__ = ["Windows", "sample_windows", "all_windows", "inclusion_prob", "gather_windows", "check_window_sizes"]
+__all__ = ["Windows", "sample_windows", "all_windows", "windows_at", "inclusion_prob", "gather_windows", "check_window_sizes"]
 
 
 class Windows(NamedTuple):
@@ -191,6 +191,27 @@ def all_windows(T: int, S: int, B: int, xp: Namespace, dtype: Any = None, device
     n = T - S + 1
     s = xp.reshape(xp.arange(n, dtype=xp.int64, device=device), (1, n))
     return _windows_at(xp, s, T, S, B, n, xp.float64 if dtype is None else dtype)
+
+
+def windows_at(starts: Array, T: int, S: int, B: int, M: int = 1, dtype: Any = None) -> Windows:
+    """The buffered windows of given subsequence starts (0-based), an int array of shape (chains, M).
+
+    ``M`` only scales the weights (``1 / (M Pr(t in S))``); pass ``M=1`` for per-start scores.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc.ssm.subsequence import windows_at
+    >>> w = windows_at(np.array([[0], [5]]), T=10, S=3, B=2)
+    >>> w.start.ravel().tolist(), w.length.ravel().tolist()
+    ([0, 3], [5, 7])
+    """
+    T, S, B = check_window_sizes(T, S, B)
+    xp = array_namespace(starts, names=("starts",))
+    if starts.ndim != 2:
+        msg = f"`starts` must have shape (chains, M); got {tuple(starts.shape)}"
+        raise ValueError(msg)
+    return _windows_at(xp, xp.astype(starts, xp.int64), T, S, B, check_int(M, "M"), xp.float64 if dtype is None else dtype)
 
 
 def gather_windows(xp: Namespace, y: Array, windows: Windows) -> Array:
