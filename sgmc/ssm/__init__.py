@@ -21,6 +21,8 @@ from .kalman import (
     kalman_stats,
 )
 from .lgssm import LGSSM, LGSSMParams
+from .particle import ScalarLGSSMKernel, particle_filter, particle_window_score
+from .resampling import ess, resample, resample_if_low_ess
 from .subsequence import Windows, all_windows, gather_windows, inclusion_prob, sample_windows, windows_at
 
 __all__ = [
@@ -48,6 +50,12 @@ __all__ = [
     "forecast",
     "forecast_plot",
     "GaussianHMM",
+    "ScalarLGSSMKernel",
+    "particle_filter",
+    "particle_window_score",
+    "resample",
+    "ess",
+    "resample_if_low_ess",
     "HMMParams",
     "forward_backward",
     "LGSSMParams",
