@@ -514,6 +514,13 @@ class ScalarLGSSMKernel(KernelBase):
     def log_transition_bound(self) -> Array:
         return -0.5 * (_LOG_2PI + self.xp.log(self._params["q"]))
 
+    def log_joint(self, x_prev: Array, x: Array, y_t: Array) -> Array:
+        """``log p(y_t, x_t | x_{t-1})``."""
+        nd = max(x_prev.ndim, x.ndim)
+        r = self.p("r", nd)
+        e = _y_like(y_t, nd) - x
+        return self.log_transition(x_prev, x) + (-0.5 * (_LOG_2PI + self.xp.log(r)) - 0.5 * e * e / r)[..., 0]
+
     def score_terms(self, x_prev: Array, x: Array, y_t: Array) -> Array:
         xp = self.xp
         nd = max(x_prev.ndim, x.ndim)
