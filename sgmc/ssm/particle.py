@@ -151,6 +151,14 @@ def _y_like(y_t: Array, ndim: int) -> Array:
     return xp.reshape(y_t, (y_t.shape[0],) + (1,) * (ndim - 2) + (y_t.shape[-1],))
 
 
+def _stack_terms(xp: Any, parts: tuple) -> Array:
+    """Concatenate per-coordinate score terms ``(..., 1)`` along the last axis after broadcasting."""
+    nd = max(len(g.shape) for g in parts)
+    shapes = [(1,) * (nd - len(g.shape)) + tuple(g.shape) for g in parts]
+    shape = tuple(max(dims) for dims in zip(*shapes))
+    return xp.concat([xp.broadcast_to(g, shape) for g in parts], axis=-1)
+
+
 def _gather(xp: Any, a: Array, flat_idx: Array, shape: tuple) -> Array:
     """Rows of ``a`` (Bt, N, ...) picked by flat indices ``b * N + j``; result ``shape + a.shape[2:]``."""
     bt, n = a.shape[0], a.shape[1]
@@ -569,8 +577,7 @@ class ScalarLGSSMKernel(KernelBase):
         g_phi = d * x_prev / q
         g_ps = (q - d * d) / s
         g_pt = (r - e * e) / tau
-        shape = tuple(xp.broadcast_shapes(g_phi.shape, g_ps.shape, g_pt.shape))
-        return xp.concat([xp.broadcast_to(g, shape) for g in (g_phi, g_ps, g_pt)], axis=-1)
+        return _stack_terms(xp, (g_phi, g_ps, g_pt))
 
 
 def particle_window_score(
