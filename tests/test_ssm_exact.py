@@ -325,3 +325,12 @@ def test_scalar_kalman_is_stable_over_a_million_steps():
     s = kalman_smoother(phi * one, q * one, one, r * one, y[None, :, None], np.zeros((1, 1)), one)
     np.testing.assert_allclose(kalman_loglik(phi * one, q * one, one, r * one, y[None, :, None], np.zeros((1, 1)), one)[0], res.llf_obs.sum(), rtol=1e-10)
     np.testing.assert_allclose(s.mean[0, :, 0], res.smoothed_state[0], atol=1e-8)
+
+
+@pytest.mark.parametrize("T,S", [(10, 3), (10, 7), (9, 9), (12, 1)])
+def test_inclusion_probability_counts_the_covering_starts(T, S):
+    starts = np.arange(T - S + 1)
+    t = np.arange(1, T + 1)
+    covered = ((t[None, :] - 1 >= starts[:, None]) & (t[None, :] - 1 < starts[:, None] + S)).sum(axis=0)
+    np.testing.assert_allclose(inclusion_prob(t, T, S), covered / (T - S + 1), rtol=1e-15)
+    assert [inclusion_prob(int(k), T, S) for k in t] == pytest.approx(list(covered / (T - S + 1)))
