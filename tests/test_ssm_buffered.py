@@ -75,7 +75,7 @@ def test_estimator_on_backends_matches_numpy(xb, lgssm_case):
 
 def test_sample_with_buffered_runs_every_sampler(lgssm_case):
     model, theta = lgssm_case
-    for sampler in ("sgld", "sghmc", "psgld"):
+    for sampler in ("sgld", "sghmc", "sgnht", "psgld"):
         tr = sgmc.sample(model, sampler, "buffered", step_size=1e-4, batch_size=8, n_iter=20, chains=2,
                          init=theta, rng=0, progress=False, estimator_options={"buffer": 4})
         assert np.all(np.isfinite(tr.draws)) and tr.draws.shape == (2, 20, 3)

@@ -334,3 +334,26 @@ def test_inclusion_probability_counts_the_covering_starts(T, S):
     covered = ((t[None, :] - 1 >= starts[:, None]) & (t[None, :] - 1 < starts[:, None] + S)).sum(axis=0)
     np.testing.assert_allclose(inclusion_prob(t, T, S), covered / (T - S + 1), rtol=1e-15)
     assert [inclusion_prob(int(k), T, S) for k in t] == pytest.approx(list(covered / (T - S + 1)))
+
+
+@pytest.mark.parametrize("n,m", [(5, 3), (10, 10)])
+def test_high_dimensional_lgssm_gradient_by_directional_derivatives(n, m):
+    rng = np.random.default_rng(n)
+    A = 0.8 * np.linalg.qr(rng.normal(size=(n, n)))[0]
+    model_sim = LGSSM(np.zeros((2, m)), state_dim=n)
+    C = np.eye(m, n) + 0.3 * rng.normal(size=(m, n))
+    C[: min(n, m), : min(n, m)] = np.eye(min(n, m))
+    theta = model_sim.unconstrain(LGSSMParams(A, 0.2 * np.eye(n), C, 0.5 * np.eye(m)))
+    _, y = model_sim.simulate(backends.default_rng(0), 40, theta)
+    model = LGSSM(y, state_dim=n)
+    assert model.dim == n * n + (m * n - min(n, m) ** 2) + n * (n + 1) // 2 + m * (m + 1) // 2
+    th = theta[None]
+    g = model.grad_log_posterior(th)[0]
+    d = 1e-6
+    for _ in range(3):
+        u = rng.normal(size=model.dim)
+        fd = (model.log_posterior(th + d * u)[0] - model.log_posterior(th - d * u)[0]) / (2 * d)
+        np.testing.assert_allclose(g @ u, fd, rtol=1e-5, atol=1e-4)
+    # S = T, B = 0: the window score is the exact gradient of the likelihood
+    w = sample_windows(backends.default_rng(1), model.T, model.T, 0, chains=1)
+    np.testing.assert_allclose(model.window_score(None, th, w)[0][0], model.grad_log_lik(th)[0], rtol=1e-9, atol=1e-9)
