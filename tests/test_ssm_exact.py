@@ -291,7 +291,7 @@ def test_scalar_long_series_path_equals_the_step_by_step_recursion(xb, monkeypat
     import sgmc.ssm.kalman as kalman
 
     rng = np.random.default_rng(9)
-    b, L = 3, 700
+    b, L = 3, 300
     a, q = np.array([0.9, 0.5, -0.95]), np.array([0.25, 1.0, 0.1])
     c, r = np.array([1.0, 0.7, 1.3]), np.array([0.25, 2.0, 1.0])
     col = lambda v: xb.asarray(v[:, None, None])  # noqa: E731
