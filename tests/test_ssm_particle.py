@@ -35,7 +35,7 @@ def _batch(y, B):
 
 
 @pytest.mark.parametrize("proposal", ["bootstrap", "optimal"])
-@pytest.mark.parametrize("resampling,threshold", [("systematic", None), ("multinomial", None), ("residual", 0.5)])
+@pytest.mark.parametrize("resampling,threshold", [("systematic", None), ("multinomial", None), ("residual", 0.5), ("stratified", 0.2)])
 def test_likelihood_estimate_is_unbiased(series, proposal, resampling, threshold):
     """E[exp(loglik_hat)] = p(y): the mean ratio to the Kalman likelihood is 1 within its standard error."""
     y, ll, _ = series

@@ -120,6 +120,13 @@ def test_native_twin_agree(scheme):
         fast = native(w, u)
         np.testing.assert_array_equal(fast, twin)
         assert np.all(w[np.arange(b)[:, None], twin] > 0)
+    # uniforms at the edges of [0, 1), where rounding could push a count past N
+    w = rng.random((2, 10**5))
+    w /= w.sum(axis=1, keepdims=True)
+    u = np.array([0.0, np.nextafter(1.0, 0.0)])
+    if scheme != "systematic":
+        u = np.tile(u[:, None], (1, 10**5))
+    np.testing.assert_array_equal(native(w, u), R._TWINS[scheme](w, u))
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

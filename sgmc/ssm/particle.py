@@ -92,6 +92,11 @@ class ParticleKernel(Protocol):
     score_terms(x_prev, x, y_t) -> (..., dim)
         ``grad_theta log p(y_t, x | x_prev, theta)`` over the broadcast leading axes of the inputs;
         ``y_t`` is ``(Bt, obs_dim)`` and is broadcast against the particle axes.
+    take_rows(idx) -> kernel
+        The kernel of the rows ``idx`` (PaRIS's exact fallback draws use it).
+    log_joint(x_prev, x, y_t) -> broadcast shape
+        Optional: ``log p(y_t, x | x_prev)``, whose gradient ``score_terms`` is (tests check one
+        against the other by finite differences).
     """
 
     xp: Any
@@ -192,7 +197,9 @@ def _resampler(xp: Any, rng: Any, scheme: str, threshold: float | None, bt: int,
     return pick
 
 
-def _normalise_exp(xp: Any, base: Array, logw: Array, uniform: bool = False, n: int = 1) -> tuple[Array, Array]:
+def _normalise_exp(
+    xp: Any, base: Array, logw: Array, uniform: bool = False, n: int = 1, scaled_only: bool = False
+) -> tuple[Array, Array]:
     """``W ~ base * exp(logw)`` normalised per row, and ``log sum(base * exp(logw))``.
 
     One exponential per particle: the log-weights are shifted by their row maximum once, and the
@@ -203,7 +210,10 @@ def _normalise_exp(xp: Any, base: Array, logw: Array, uniform: bool = False, n: 
     if uniform:  # base = 1/N everywhere: fold it into the constant
         e = xp.exp(logw - mx)
         tot = xp.sum(e, axis=1, keepdims=True)
-        return e / tot, mx[:, 0] + (xp.log(tot[:, 0]) - math.log(n))
+        inc = mx[:, 0] + (xp.log(tot[:, 0]) - math.log(n))
+        # With scaled_only the weights stay unnormalised (largest 1): resampling and the
+        # smoothers normalise per row themselves, which saves a pass over the particles.
+        return (e if scaled_only else e / tot), inc
     e = base * xp.exp(logw - mx)
     tot = xp.sum(e, axis=1, keepdims=True)
     return e / tot, mx[:, 0] + xp.log(tot[:, 0])
@@ -318,7 +328,9 @@ def particle_filter(
                 x_anc = _gather(xp, x, flat, (bt, n))
                 w_keep = uniform_w if ess_threshold is None else xp.where(did[:, None], uniform_w, w)
             x_new = kernel.propagate(rng, x_anc, y_t)
-            w_new, inc = _normalise_exp(xp, w_keep, kernel.log_weight(x_anc, x_new, y_t), w_keep is uniform_w, n)
+            w_new, inc = _normalise_exp(
+                xp, w_keep, kernel.log_weight(x_anc, x_new, y_t), w_keep is uniform_w, n, ess_threshold is None
+            )
         if with_stat:
             c_t = _bcast(stat_weight[:, t], 3)
             if smoother == "path":
@@ -343,6 +355,7 @@ def particle_filter(
             n_res = n_res + xp.astype(did & m, xp.int64)
             if with_stat:
                 tau = xp.where(m3, tau_new, tau)
+    w = w / xp.sum(w, axis=1, keepdims=True)
     score = xp.sum(w[:, :, None] * tau, axis=1) if with_stat else None
     return FilterResult(log_lik, x, w, score, n_res)
 
