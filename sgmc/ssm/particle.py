@@ -197,10 +197,19 @@ def _resampler(xp: Any, rng: Any, scheme: str, threshold: float | None, bt: int,
     return pick
 
 
+class _Increment(NamedTuple):
+    """A likelihood increment ``mx + log(tot) + shift`` kept in parts: the logarithms of a whole run
+    are taken at once at the end instead of one small call per step."""
+
+    mx: Array  # (Bt,)
+    tot: Array  # (Bt,)
+    shift: float
+
+
 def _normalise_exp(
     xp: Any, base: Array, logw: Array, uniform: bool = False, n: int = 1, scaled_only: bool = False
-) -> tuple[Array, Array]:
-    """``W ~ base * exp(logw)`` normalised per row, and ``log sum(base * exp(logw))``.
+) -> tuple[Array, _Increment]:
+    """``W ~ base * exp(logw)`` normalised per row, and ``log sum(base * exp(logw))`` in parts.
 
     One exponential per particle: the log-weights are shifted by their row maximum once, and the
     normalised weights are the shifted exponentials divided by their sum (no second pass through
@@ -209,14 +218,18 @@ def _normalise_exp(
     mx = xp.max(logw, axis=1, keepdims=True)
     if uniform:  # base = 1/N everywhere: fold it into the constant
         e = xp.exp(logw - mx)
-        tot = xp.sum(e, axis=1, keepdims=True)
-        inc = mx[:, 0] + (xp.log(tot[:, 0]) - math.log(n))
+        tot = xp.sum(e, axis=1)
+        inc = _Increment(mx[:, 0], tot, -math.log(n))
         # With scaled_only the weights stay unnormalised (largest 1): resampling and the
         # smoothers normalise per row themselves, which saves a pass over the particles.
-        return (e if scaled_only else e / tot), inc
+        return (e if scaled_only else e / tot[:, None]), inc
     e = base * xp.exp(logw - mx)
-    tot = xp.sum(e, axis=1, keepdims=True)
-    return e / tot, mx[:, 0] + xp.log(tot[:, 0])
+    tot = xp.sum(e, axis=1)
+    return e / tot[:, None], _Increment(mx[:, 0], tot, 0.0)
+
+
+def _value(xp: Any, inc: _Increment) -> Array:
+    return inc.mx + (xp.log(inc.tot) + inc.shift)
 
 
 def particle_filter(
@@ -303,6 +316,8 @@ def particle_filter(
     w = xp.full((bt, n), 1.0 / n, dtype=dtype, device=dev)
     log_lik = xp.zeros((bt,), dtype=dtype, device=dev)
     n_res = xp.zeros((bt,), dtype=xp.int64, device=dev)
+    parts: list = []  # likelihood increments of unmasked runs, summed after the loop
+    n_every = 0
     tau = xp.zeros((bt, n, kernel.dim), dtype=dtype, device=dev) if with_stat else None
     uniform_w = xp.full((bt, n), 1.0 / n, dtype=dtype, device=dev)
     adapted = bool(getattr(kernel, "adapted", False))
@@ -342,8 +357,12 @@ def particle_filter(
             else:
                 tau_new = _n2_update(xp, kernel, x, w, tau, x_new, y_t, c_t)
         if mask is None:
-            x, w, log_lik = x_new, w_new, log_lik + inc
-            n_res = n_res + (1 if ess_threshold is None and (adapted or t > 0) else xp.astype(did, xp.int64))
+            x, w = x_new, w_new
+            parts.append(inc)
+            if ess_threshold is None:
+                n_every += 1 if (adapted or t > 0) else 0
+            else:
+                n_res = n_res + xp.astype(did, xp.int64)
             if with_stat:
                 tau = tau_new
         else:
@@ -351,10 +370,16 @@ def particle_filter(
             m3 = m[:, None, None]
             x = xp.where(m3, x_new, x)
             w = xp.where(m[:, None], w_new, w)
-            log_lik = xp.where(m, log_lik + inc, log_lik)
+            log_lik = xp.where(m, log_lik + _value(xp, inc), log_lik)
             n_res = n_res + xp.astype(did & m, xp.int64)
             if with_stat:
                 tau = xp.where(m3, tau_new, tau)
+    if parts:
+        mxs = xp.stack([p.mx for p in parts], axis=0)
+        tots = xp.stack([p.tot for p in parts], axis=0)
+        log_lik = log_lik + (xp.sum(mxs, axis=0) + xp.sum(xp.log(tots), axis=0) + sum(p.shift for p in parts))
+    if n_every:
+        n_res = n_res + n_every
     w = w / xp.sum(w, axis=1, keepdims=True)
     score = xp.sum(w[:, :, None] * tau, axis=1) if with_stat else None
     return FilterResult(log_lik, x, w, score, n_res)
