@@ -244,7 +244,7 @@ def particle_filter(
     stat_weight: Array | None = None,
     smoother: str = "path",
     n_backward: int = 2,
-    max_rejection_rounds: int = 8,
+    max_rejection_rounds: int = 16,
 ) -> FilterResult:
     """Run a particle filter on ``Bt`` independent series at once, optionally with a score smoother.
 
@@ -429,10 +429,12 @@ def _paris_update(xp, rng, kernel, x_prev, w_prev, tau_prev, x_new, y_t, c_t, ro
         x_rows = xp.take(x_prev, b_of, axis=0)  # (P, N, sd)
         xi = xp.take(x_new_flat, pos // nt, axis=0)  # (P, sd)
         logits = kernel.take_rows(b_of).log_transition(x_rows, xi[:, None, :])  # (P, N)
-        logits = logits + xp.log(xp.take(w_prev, b_of, axis=0))
+        logits = logits + xp.take(_safe_log(xp, w_prev), b_of, axis=0)
         pw = xp.exp(logits - xp.max(logits, axis=1, keepdims=True))
-        u = rng.uniform((int(pos.shape[0]), 1), dtype=pw.dtype)
-        vals = categorical(u, xp.cumulative_sum(pw, axis=1))[:, 0]
+        # Inverse CDF by counting: the draw is the number of cumulative weights below u * total.
+        cdf = xp.cumulative_sum(pw, axis=1)
+        u = rng.uniform((int(pos.shape[0]), 1), dtype=pw.dtype) * cdf[:, -1:]
+        vals = xp.clip(xp.sum(xp.astype(cdf <= u, xp.int64), axis=1), 0, n - 1)
     else:
         vals = xp.zeros((0,), dtype=xp.int64, device=dev)
     for prop, acc in reversed(history):
@@ -450,11 +452,16 @@ def _paris_update(xp, rng, kernel, x_prev, w_prev, tau_prev, x_new, y_t, c_t, ro
     return xp.mean(taus + c_t[..., None] * h, axis=2)
 
 
+def _safe_log(xp: Any, w: Array) -> Array:
+    """``log w`` with zero weights (underflowed exponentials) at the log of the smallest normal number."""
+    return xp.log(w + xp.finfo(w.dtype).smallest_normal)
+
+
 def _n2_update(xp, kernel, x_prev, w_prev, tau_prev, x_new, y_t, c_t):
     """One O(N^2) step: ``tau_i = sum_j B_ij (tau_j + c_t h(x_j, x_i))`` with the exact backward kernel."""
     xj = x_prev[:, None, :, :]  # (Bt, 1, N, sd)
     xi = x_new[:, :, None, :]  # (Bt, N, 1, sd)
-    logits = kernel.log_transition(xj, xi) + xp.log(w_prev)[:, None, :]  # (Bt, N, N)
+    logits = kernel.log_transition(xj, xi) + _safe_log(xp, w_prev)[:, None, :]  # (Bt, N, N)
     b = xp.exp(logits - xp.max(logits, axis=2, keepdims=True))
     b = b / xp.sum(b, axis=2, keepdims=True)
     h = kernel.score_terms(xj, xi, y_t)  # (Bt, N, N, dim)
