@@ -104,13 +104,14 @@ def resample_systematic(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Native twin of :func:`sgmc.ssm.resampling.systematic_ancestors`, the same arithmetic in place."""
     b, n = weights.shape
     c = np.cumsum(weights, axis=1, dtype=np.float64)
-    c *= n / c[:, -1:]
+    c *= (n / float(c[0, -1])) if b == 1 else (n / c[:, -1:])
     c[:, -1] = n
     c += u[:, None]
     counts = c.astype(np.int64)  # floor: every entry is non-negative
     # Every scaled entry is at most n (1 + 3 eps) and the sum with u rounds once more, so no count
     # exceeds n unless u >= 1 - (4 n + 1) eps: only then is the clip of the twin needed.
-    if u.size and float(u.max()) >= 1.0 - (4 * n + 2) * 2.0**-52:
+    top = float(u[0]) if b == 1 else float(u.max())
+    if top >= 1.0 - (4 * n + 2) * 2.0**-52:
         np.minimum(counts, n, out=counts)
     return _ancestors_from_counts(counts)
 
