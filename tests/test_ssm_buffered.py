@@ -111,12 +111,13 @@ def test_sgld_with_buffered_gradients_recovers_the_scalar_lgssm(backend="numpy")
     assert np.all(sd < 0.2)
 
 
-def test_particle_method_agrees_with_the_kalman_smoother_on_the_same_windows():
+@pytest.mark.parametrize("signs", [(1.0, 1.0), (-1.0, -1.0)], ids=["psi>0", "psi<0"])
+def test_particle_method_agrees_with_the_kalman_smoother_on_the_same_windows(signs):
     """Same windows, same theta: the particle buffered gradient minus the exact one averages to zero
     (the model's x_0 law is the stationary one, which the particle kernel also starts windows from),
-    and its spread falls like 1/sqrt(N)."""
-    theta = np.array([0.9, 2.0, 2.0])
-    _, y = LGSSM.simulate_scalar(backends.default_rng(1), 256, theta)
+    and its spread falls like 1/sqrt(N). psi = 1/sigma may be negative: the scores keep its sign."""
+    theta = np.array([0.9, 2.0 * signs[0], 2.0 * signs[1]])
+    _, y = LGSSM.simulate_scalar(backends.default_rng(1), 256, np.abs(theta))
     model = LGSSM(y, P0=0.25 / (1 - 0.81))
     chains = 400
     pos = np.broadcast_to(theta, (chains, 3))

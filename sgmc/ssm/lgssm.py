@@ -310,8 +310,10 @@ class LGSSM(StateSpaceModel):
             raise ValueError(msg)
         from .particle import ScalarLGSSMKernel
 
-        phi, sigma, tau = self.scalar_params(theta_batch)
-        return ScalarLGSSMKernel(phi, sigma, tau, proposal="optimal")
+        # the kernel squares sigma and tau for variances and reads 1/sigma, 1/tau as the signed psi, so the
+        # signs of psi_sigma and psi_tau are kept (scalar_params returns the positive scales)
+        return ScalarLGSSMKernel(theta_batch[..., 0], 1.0 / theta_batch[..., 1], 1.0 / theta_batch[..., 2],
+                                 proposal="optimal")
 
     # -- simulation -----------------------------------------------------------------------------------
     def simulate(self, rng: Any, T: int, theta: Any) -> tuple[Array, Array]:
