@@ -78,7 +78,7 @@ MOMENTUM_SAMPLERS = ("sghmc", "sgnht", "sgrhmc")
 # a constant or diagonal metric, the noise-corrected samplers the minibatch-noise estimator: use them
 # from Python).
 CLI_SAMPLERS = [s for s in SAMPLERS if s not in ("recipe", "scir", "sgrhmc", "sgld_corrected", "sghmc_corrected")]
-CLI_ESTIMATORS = [e for e in ESTIMATORS if e not in ("noisy", "minibatch-noise", "cv-switch")]
+CLI_ESTIMATORS = [e for e in ESTIMATORS if e not in ("noisy", "minibatch-noise", "cv-switch", "buffered")]
 MALA_TARGET_ACCEPTANCE = 0.574
 LOG_LOSS_DRAWS = 1000
 

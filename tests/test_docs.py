@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCTEST_PAGES = [
     "docs/quickstart.md", "docs/models.md", "docs/samplers.md", "docs/diagnostics.md", "docs/contracts.md",
     "docs/subsampling.md", "docs/riemannian.md", "docs/simplex.md", "docs/noise-corrections.md",
-    "docs/autodiff.md", "docs/convergence.md",
+    "docs/autodiff.md", "docs/convergence.md", "docs/timeseries.md", "docs/particles.md",
 ]
 PAGES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
 

@@ -6,8 +6,9 @@ state on the estimator object. Names accepted by :func:`sgmc.sample`: ``"full"``
 ``"cv"``, ``"svrg"``, the preferential and adaptive estimators of Putcha et al. (2023) ``"ps"``,
 ``"cv-ps"``, ``"adaptive-cv"``, ``"adaptive-cv-ps"`` (:mod:`.preferential`), ``"saga"`` and ``"dpp"``
 ``"minibatch-noise"`` (with an estimate of its own error covariance), ``"cv-switch"`` (the control
-variate within ``radius=`` of its centre), and ``"noisy"`` with ``noise_sd=``. Names may use ``-`` or
-``_``. The subset and categorical draws that
+variate within ``radius=`` of its centre), ``"noisy"`` with ``noise_sd=``, and for state space models
+``"buffered"`` (:class:`sgmc.ssm.Buffered`, registered when :mod:`sgmc.ssm` is imported, which ``import
+sgmc`` does). Names may use ``-`` or ``_``. The subset and categorical draws that
 estimators build on (:func:`subsample`, :func:`categorical`) are here for custom estimators.
 """
 
@@ -94,6 +95,8 @@ ESTIMATORS = {
 }
 
 _NO_BATCH = ("full", "noisy")
+# estimators that choose their own default when batch_size is not given
+_OWN_DEFAULT_BATCH = ("buffered",)
 
 
 def make_estimator(name: Any, model: Any, batch_size: Any = None, **options: Any) -> GradientEstimator:
@@ -113,6 +116,8 @@ def make_estimator(name: Any, model: Any, batch_size: Any = None, **options: Any
     cls = ESTIMATORS[key]
     if key in _NO_BATCH:
         return cls(model, **options)
+    if key in _OWN_DEFAULT_BATCH:
+        return cls(model, batch_size, **options)
     if batch_size is None:
         batch_size = max(1, model.n_data // 100)
     return cls(model, batch_size, **options)
