@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import backends
 from .._array_api import Array, device_of
+from .._dispatch import native
 from .._validation import check_positive
 from .base import Model, take_rows, validate_design
 
@@ -35,6 +36,8 @@ class _GLM(Model):
     """
 
     _eta_curvature: float = 1.0  # sup over eta of -d^2 log f / d eta^2
+    _native_kind: str = ""  # name of the model in native kernels ("logistic", "linear")
+    _native_param: float = 0.0
     block_elements: int | None = 2**17
 
     def __init__(self, X: Any, y: Any, prior_var: float = 10.0):
@@ -90,6 +93,13 @@ class _GLM(Model):
         return self._grad_log_lik_sum(theta, idx, weights)
 
     def _grad_log_lik_sum(self, theta: Array, idx: Array | None, weights: Array | None) -> Array:
+        if idx is not None:
+            # a backend's fused gather-and-reduce (a CUDA kernel on CuPy); this method is its twin
+            fast = native(self.xp, "glm_grad_log_lik_sum")
+            if fast is not None:
+                out = fast(self._native_kind, self.X, self.y, theta, idx, weights, self._native_param)
+                if out is not NotImplemented:
+                    return out
         eta, y, Xb = self._linear(theta, idx)
         r = self._terms(eta, y, want=(False, True, False))[1]
         if weights is not None:
@@ -147,10 +157,13 @@ class LinearRegression(_GLM):
     array([ 1. , -2. ,  0.5])
     """
 
+    _native_kind = "linear"
+
     def __init__(self, X: Any, y: Any, noise_var: float = 1.0, prior_var: float = 10.0):
         super().__init__(X, y, prior_var=prior_var)
         self.noise_var = check_positive(noise_var, "noise_var")
         self._eta_curvature = 1.0 / self.noise_var
+        self._native_param = self.noise_var
 
     def _terms(self, eta, y, want):
         resid = y - eta
@@ -194,6 +207,7 @@ class LogisticRegression(_GLM):
     """
 
     _eta_curvature = 0.25
+    _native_kind = "logistic"
 
     def __init__(self, X: Any, y: Any, prior_var: float = 10.0):
         super().__init__(X, y, prior_var=prior_var)
