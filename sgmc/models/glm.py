@@ -40,14 +40,20 @@ class _GLM(Model):
     _native_param: float = 0.0
     block_elements: int | None = 2**17
 
-    def __init__(self, X: Any, y: Any, prior_var: float = 10.0):
-        xp, X, y, dtype = validate_design(X, y)
+    def __init__(self, X: Any, y: Any, prior_var: float = 10.0, *, backend: Any = None):
+        xp, X, y, dtype = validate_design(X, y, backend=backend)
         super().__init__(X.shape[0], X.shape[1], xp, dtype, device=device_of(X))
         self.X = X
         self.y = y
         self.prior_var = check_positive(prior_var, "prior_var")
-        if not backends.get_backend(xp).on_cpu(self.device):
+        self._moved(backends.get_backend(xp))
+
+    def _moved(self, backend: Any) -> None:
+        # called by sgmc.backends.move as well: chain blocking pays on CPUs only
+        if not backend.on_cpu(self.device):
             self.block_elements = None
+        else:
+            self.__dict__.pop("block_elements", None)
 
     # prior N(0, prior_var I)
     def log_prior(self, theta: Array) -> Array:
@@ -145,6 +151,8 @@ class LinearRegression(_GLM):
     y : array, shape (n_data,)
     noise_var : float, default 1.0
     prior_var : float, default 10.0
+    backend : str or Backend, optional
+        Move ``X`` and ``y`` to this backend first (e.g. ``"cupy"``); by default the arrays decide.
 
     Examples
     --------
@@ -159,8 +167,8 @@ class LinearRegression(_GLM):
 
     _native_kind = "linear"
 
-    def __init__(self, X: Any, y: Any, noise_var: float = 1.0, prior_var: float = 10.0):
-        super().__init__(X, y, prior_var=prior_var)
+    def __init__(self, X: Any, y: Any, noise_var: float = 1.0, prior_var: float = 10.0, *, backend: Any = None):
+        super().__init__(X, y, prior_var=prior_var, backend=backend)
         self.noise_var = check_positive(noise_var, "noise_var")
         self._eta_curvature = 1.0 / self.noise_var
         self._native_param = self.noise_var
@@ -195,6 +203,8 @@ class LogisticRegression(_GLM):
     X : array, shape (n_data, dim)
     y : array, shape (n_data,), values 0 or 1
     prior_var : float, default 10.0
+    backend : str or Backend, optional
+        Move ``X`` and ``y`` to this backend first (e.g. ``"cupy"``); by default the arrays decide.
 
     Examples
     --------
@@ -209,8 +219,8 @@ class LogisticRegression(_GLM):
     _eta_curvature = 0.25
     _native_kind = "logistic"
 
-    def __init__(self, X: Any, y: Any, prior_var: float = 10.0):
-        super().__init__(X, y, prior_var=prior_var)
+    def __init__(self, X: Any, y: Any, prior_var: float = 10.0, *, backend: Any = None):
+        super().__init__(X, y, prior_var=prior_var, backend=backend)
         xp = self.xp
         if not bool(xp.all((self.y == 0) | (self.y == 1))):
             msg = "`y` must contain only 0 and 1 for logistic regression"
