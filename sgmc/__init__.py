@@ -12,7 +12,7 @@ Researchers who want the pieces use the kernels directly: a sampler's ``init``/`
 estimator's ``init``/``estimate`` (:mod:`sgmc.samplers`, :mod:`sgmc.estimators`).
 """
 
-from . import backends, diagnostics, estimators, models, optimize, samplers
+from . import backends, diagnostics, estimators, models, optimize, samplers, ssm
 from ._array_api import array_namespace
 from .run import sample
 from .trace import Trace
@@ -31,5 +31,6 @@ __all__ = [
     "samplers",
     "optimize",
     "diagnostics",
+    "ssm",
     "__version__",
 ]

@@ -433,7 +433,7 @@ def _check_output_path(path: str, flag: str) -> None:
 def _command_run(args) -> int:
     cfg = QUICK if args.quick else FULL
     samplers = _split_names(args.sampler, list(SAMPLERS), "--sampler", ["sgld"])
-    estimators = _split_names(args.estimator, [e for e in ESTIMATORS if e != "noisy"], "--estimator",
+    estimators = _split_names(args.estimator, [e for e in ESTIMATORS if e not in ("noisy", "buffered")], "--estimator",
                               ["minibatch", "cv"])
     methods = _methods(samplers, estimators)
     iters = args.iters if args.iters is not None else cfg["iters"]

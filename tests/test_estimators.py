@@ -450,7 +450,7 @@ def test_control_variate_prepare_returns_a_new_estimator_centred_at_find_mode():
 def test_make_estimator_by_name():
     X, y = linear_data(n=500)
     model = LinearRegression(X, y)
-    assert set(ESTIMATORS) == {"full", "minibatch", "cv", "svrg", "noisy"}
+    assert set(ESTIMATORS) == {"full", "minibatch", "cv", "svrg", "noisy", "buffered"}
     assert isinstance(make_estimator("full", model), FullGradient)
     mb = make_estimator("minibatch", model)
     assert isinstance(mb, Minibatch) and mb.batch_size == 5  # default N // 100

@@ -88,6 +88,40 @@ def subsample(rng, n_data: int, size: int, batch: int, replace: bool = False) ->
     return out
 
 
+def _ancestors_from_counts(counts: np.ndarray) -> np.ndarray:
+    """Native twin of :func:`sgmc.ssm.resampling.ancestors_from_counts`: a histogram and a running sum.
+
+    Slot ``k`` of a row descends from ``#{i : counts[i] <= k}``, the running sum of the histogram of
+    the cumulative counts: one ``bincount`` and one integer ``cumsum`` over all rows at once.
+    """
+    b, n = counts.shape
+    flat = counts if b == 1 else counts + (n + 1) * np.arange(b, dtype=np.int64)[:, None]
+    hist = np.bincount(flat.reshape(-1), minlength=b * (n + 1)).reshape(b, n + 1)[:, :n]
+    return np.cumsum(hist, axis=1)
+
+
+def resample_systematic(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Native twin of :func:`sgmc.ssm.resampling.systematic_ancestors`, the same arithmetic in place."""
+    b, n = weights.shape
+    c = np.cumsum(weights, axis=1, dtype=np.float64)
+    c *= n / c[:, -1:]
+    c[:, -1] = n
+    c += u[:, None]
+    counts = c.astype(np.int64)  # floor: every entry is non-negative
+    np.minimum(counts, n, out=counts)
+    return _ancestors_from_counts(counts)
+
+
+def _via_counts(name: str):
+    def fast(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
+        from ..ssm import resampling
+
+        return _ancestors_from_counts(getattr(resampling, name)(weights, u))
+
+    fast.__doc__ = f"Native twin: the array-API ``{name}`` followed by a histogram and a running sum."
+    return fast
+
+
 def make_backend() -> Backend:
     backend = Backend(
         name="numpy",
@@ -97,7 +131,13 @@ def make_backend() -> Backend:
         from_host=_from_host,
         quiet_float=lambda: np.errstate(over="ignore", invalid="ignore", divide="ignore"),
         default_device="cpu",
-        native={"subsample": subsample},
+        native={
+            "subsample": subsample,
+            "resample_systematic": resample_systematic,
+            "resample_stratified": _via_counts("stratified_counts"),
+            "resample_multinomial": _via_counts("multinomial_counts"),
+            "resample_residual": _via_counts("residual_counts"),
+        },
         numpy_arrays=True,
     )
     return backend

@@ -3,7 +3,9 @@
 Every estimator follows one contract (:class:`GradientEstimator`): ``init(rng, position) ->
 est_state`` and ``estimate(rng, est_state, position) -> (grad, est_state, EstimateInfo)``, with no
 state on the estimator object. Names accepted by :func:`sgmc.sample`: ``"full"``, ``"minibatch"``,
-``"cv"``, ``"svrg"`` (and ``"noisy"`` with ``noise_sd=``). The subset and categorical draws that
+``"cv"``, ``"svrg"`` (and ``"noisy"`` with ``noise_sd=``), and for state space models
+``"buffered"`` (:class:`sgmc.ssm.Buffered`, registered when :mod:`sgmc.ssm` is imported, which
+``import sgmc`` does). The subset and categorical draws that
 estimators build on (:func:`subsample`, :func:`categorical`) are here for custom estimators.
 """
 
@@ -50,6 +52,8 @@ ESTIMATORS = {
 }
 
 _NO_BATCH = ("full", "noisy")
+# estimators that choose their own default when batch_size is not given
+_OWN_DEFAULT_BATCH = ("buffered",)
 
 
 def make_estimator(name: Any, model: Any, batch_size: Any = None, **options: Any) -> GradientEstimator:
@@ -69,6 +73,8 @@ def make_estimator(name: Any, model: Any, batch_size: Any = None, **options: Any
     cls = ESTIMATORS[key]
     if key in _NO_BATCH:
         return cls(model, **options)
+    if key in _OWN_DEFAULT_BATCH:
+        return cls(model, batch_size, **options)
     if batch_size is None:
         batch_size = max(1, model.n_data // 100)
     return cls(model, batch_size, **options)

@@ -1,0 +1,47 @@
+"""Time series: state space models and buffered stochastic gradients.
+
+Stochastic gradient MCMC for state space models (Aicher 2020, thesis chapter 3; Aicher et al. 2019,
+"Stochastic Gradient MCMC for Nonlinear State Space Models"): the gradient of the log-likelihood of
+a long series is estimated from short *buffered subsequences* (:mod:`sgmc.ssm.subsequence`) on
+which the latent states are smoothed exactly (Kalman smoother, forward-backward) or by particles.
+"""
+
+from ..estimators import ESTIMATORS as _ESTIMATORS
+from .base import StateSpaceModel, as_series
+from .buffered import Buffered
+from .hmm import GaussianHMM, HMMParams, forward_backward
+from .kalman import (
+    KalmanGrad,
+    KalmanStats,
+    kalman_filter,
+    kalman_grad,
+    kalman_loglik,
+    kalman_smoother,
+    kalman_stats,
+)
+from .lgssm import LGSSM, LGSSMParams
+from .subsequence import Windows, gather_windows, inclusion_prob, sample_windows
+
+__all__ = [
+    "Buffered",
+    "StateSpaceModel",
+    "as_series",
+    "Windows",
+    "sample_windows",
+    "inclusion_prob",
+    "gather_windows",
+    "KalmanGrad",
+    "KalmanStats",
+    "kalman_filter",
+    "kalman_grad",
+    "kalman_loglik",
+    "kalman_smoother",
+    "kalman_stats",
+    "LGSSM",
+    "GaussianHMM",
+    "HMMParams",
+    "forward_backward",
+    "LGSSMParams",
+]
+
+_ESTIMATORS.setdefault("buffered", Buffered)

@@ -1,0 +1,346 @@
+"""Gaussian hidden Markov model (Aicher 2020, thesis section 3.4.1, Eqs. 3.35-3.39).
+
+    z_0 ~ p0,   z_t | z_{t-1} ~ Pi[z_{t-1}, :],   y_t | z_t = k ~ N(mu_k, Sigma_k),   k = 1..K,
+
+with ``y_t`` in R^m. The exact likelihood and its gradient (Fisher's identity) come from the
+forward-backward algorithm with normalised messages (each ``alpha_t`` and ``beta_t`` scaled to sum
+to one, emission densities shifted by their maximum in log space), batched over chains and
+windows.
+
+Parameterisation: ``theta`` stacks
+
+* ``eta`` (K x K, row-major): the logarithm of the *expanded mean* parameters of Pi (thesis
+  section 3.4.1, after Patterson and Teh 2013), ``Pi[k, :] = exp(eta[k, :]) / sum exp(eta[k, :])``;
+* ``mu`` (K x m, row-major);
+* ``psi_k``: the lower triangle (row-major) of a Cholesky factor of each precision,
+  ``psi_k psi_k^T = Sigma_k^{-1}``, for k = 1..K.
+
+Priors (thesis appendix A.2.1): the flat Dirichlet on each row of Pi is the law of normalised
+independent Gamma(1, 1) expanded means, so each ``exp(eta)`` is Gamma(1, 1) (log density in ``eta``:
+``eta - exp(eta)``); ``mu_k`` ~ N(0, 100 I); ``Sigma_k^{-1}`` Wishart with ``m + 1`` degrees of
+freedom and mean ``I``, with the Cholesky Jacobian. ``p0`` is uniform (thesis: ``alpha = 1/K`` at
+the start); windows that start later use the stationary distribution of Pi.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from .. import backends
+from .._array_api import Array, is_array
+from .._sampling import categorical
+from .._validation import check_int, check_positive
+from .base import StateSpaceModel
+from .lgssm import _selector
+from .subsequence import Windows
+
+__all__ = ["GaussianHMM", "HMMParams", "forward_backward"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+class HMMParams(NamedTuple):
+    """Natural parameters: ``Pi`` (..., K, K), ``mu`` (..., K, m), ``Sigma`` (..., K, m, m)."""
+
+    Pi: Array
+    mu: Array
+    Sigma: Array
+
+
+class HMMStats(NamedTuple):
+    """Weighted smoothed statistics: transitions (b, K, K), occupancies (b, K), sum y (b, K, m), sum y y^T (b, K, m, m)."""
+
+    N: Array
+    G: Array
+    Y1: Array
+    Y2: Array
+
+
+def _log_emission(xp, y, mu, psi):
+    """log N(y_t | mu_k, Sigma_k) for y (b, L, m), mu (b, K, m), psi (b, K, m, m): (b, L, K)."""
+    m = y.shape[-1]
+    d = y[:, :, None, :] - mu[:, None, :, :]  # (b, L, K, m)
+    z = (d[..., None, :] @ psi[:, None, ...])[..., 0, :]  # d^T psi  (b, L, K, m)
+    logdet = xp.sum(xp.log(xp.abs(xp.linalg.diagonal(psi))), axis=-1)  # (b, K)
+    return -0.5 * m * _LOG_2PI + logdet[:, None, :] - 0.5 * xp.sum(z * z, axis=-1)
+
+
+def stationary_distribution(Pi: Array, iters: int = 40) -> Array:
+    """Stationary distribution of row-stochastic ``Pi`` (b, K, K) by repeated squaring: (b, K)."""
+    from .._array_api import array_namespace
+
+    xp = array_namespace(Pi)
+    P = Pi
+    for _ in range(iters):
+        P = P @ P
+        P = P / xp.sum(P, axis=-1, keepdims=True)
+    return P[:, 0, :]
+
+
+def forward_backward(
+    Pi: Array, logp: Array, p0: Array, mask: Array | None = None, weight: Array | None = None, xp: Any = None
+) -> tuple[Array, Array, Array, Array]:
+    """Normalised forward-backward on a batch of chains.
+
+    Parameters
+    ----------
+    Pi : array (b, K, K)
+        Transition matrices.
+    logp : array (b, L, K)
+        Log emission densities (0 where ``mask`` is False).
+    p0 : array (b, K)
+        Distribution of ``z_0`` (the state before the first observation).
+    mask : bool array (b, L), optional
+    weight : array (b, L), optional
+        Weights of the smoothed statistics (default 1).
+
+    Returns
+    -------
+    loglik : array (b,)
+    gamma : array (b, L, K)
+        Smoothed marginals.
+    N : array (b, K, K)
+        Weighted expected transition counts ``sum_t w_t P(z_{t-1} = j, z_t = k | y)``.
+    G : array (b, K)
+        Weighted occupancies ``sum_t w_t P(z_t = k | y)``.
+    """
+    from .._array_api import array_namespace
+
+    xp = array_namespace(Pi, logp, p0) if xp is None else xp
+    b, L, K = logp.shape
+    if mask is not None:
+        logp = xp.where(mask[..., None], logp, xp.zeros_like(logp))
+    shift = xp.max(logp, axis=-1, keepdims=True)
+    p = xp.exp(logp - shift)  # (b, L, K)
+    ll = xp.sum(shift[..., 0], axis=-1)
+    alphas = []
+    a = p0
+    for t in range(L):
+        pred = (a[:, None, :] @ Pi)[:, 0, :]
+        a = pred * p[:, t, :]
+        c = xp.sum(a, axis=-1)
+        ll = ll + xp.log(c)
+        a = a / c[:, None]
+        alphas.append(a)
+    if weight is None:
+        weight = xp.ones((b, L), dtype=logp.dtype)
+    beta = xp.ones_like(p0) / K
+    gammas = [None] * L
+    N = xp.zeros_like(Pi)
+    G = xp.zeros_like(p0)
+    for t in range(L - 1, -1, -1):
+        a_prev = alphas[t - 1] if t > 0 else p0
+        pb = p[:, t, :] * beta  # (b, K)
+        xi = a_prev[:, :, None] * Pi * pb[:, None, :]
+        xi = xi / xp.sum(xi, axis=(-2, -1), keepdims=True)
+        g = alphas[t] * beta
+        g = g / xp.sum(g, axis=-1, keepdims=True)
+        gammas[t] = g
+        w = weight[:, t]
+        N = N + w[:, None, None] * xi
+        G = G + w[:, None] * g
+        beta = (Pi @ pb[:, :, None])[..., 0]
+        beta = beta / xp.sum(beta, axis=-1, keepdims=True)
+    return ll, xp.stack(gammas, axis=1), N, G
+
+
+class GaussianHMM(StateSpaceModel):
+    """Gaussian HMM with ``K`` states over ``theta = (eta, mu, psi)``.
+
+    Parameters
+    ----------
+    y : array (T,) or (T, m)
+    n_states : int
+        ``K``.
+    prior_var : float, default 100
+        Variance of the normal prior on the means.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc import backends
+    >>> from sgmc.ssm import GaussianHMM
+    >>> rng = backends.default_rng(0)
+    >>> model = GaussianHMM(np.zeros(5), n_states=2)
+    >>> theta = model.unconstrain(model.constrain(np.zeros(model.dim)))
+    >>> z, y = model.simulate(rng, 100, np.array([2.0, 0.0, 0.0, 2.0, -1.0, 1.0, 2.0, 2.0]))
+    >>> GaussianHMM(y, n_states=2).grad_log_posterior(theta).shape
+    (8,)
+    """
+
+    def __init__(self, y: Any, n_states: int, *, prior_var: float = 100.0):
+        y_arr = y if is_array(y) else backends.asarray(y, backend="numpy")
+        m = 1 if y_arr.ndim == 1 else int(y_arr.shape[-1])
+        K = check_int(n_states, "n_states", minimum=2)
+        tri = [i * m + j for i in range(m) for j in range(i + 1)]
+        dim = K * K + K * m + K * len(tri)
+        super().__init__(y_arr, dim, 1, m)
+        self.K, self.m = K, m
+        self.prior_var = check_positive(prior_var, "prior_var")
+        self._ntri = len(tri)
+        self._E = _selector(self.xp, m * m, tri, self.dtype, self.device)
+        names = [f"eta[{i},{j}]" for i in range(K) for j in range(K)]
+        names += [f"mu[{k},{i}]" for k in range(K) for i in range(m)]
+        names += [f"psi[{k}][{p // m},{p % m}]" for k in range(K) for p in tri]
+        self.param_names = tuple(names)
+
+    # -- parameters -------------------------------------------------------------------------------
+    def _split(self, theta: Array):
+        xp = self.xp
+        K, m = self.K, self.m
+        lead = tuple(theta.shape[:-1])
+        eta = xp.reshape(theta[..., : K * K], lead + (K, K))
+        mu = xp.reshape(theta[..., K * K : K * K + K * m], lead + (K, m))
+        packed = xp.reshape(theta[..., K * K + K * m :], lead + (K, self._ntri))
+        psi = xp.reshape(packed @ xp.matrix_transpose(self._E), lead + (K, m, m))
+        return eta, mu, psi
+
+    def _Pi(self, eta):
+        xp = self.xp
+        e = xp.exp(eta - xp.max(eta, axis=-1, keepdims=True))
+        return e / xp.sum(e, axis=-1, keepdims=True)
+
+    def constrain(self, theta: Any) -> HMMParams:
+        """``(Pi, mu, Sigma)`` of ``theta`` (..., dim)."""
+        theta = theta if is_array(theta) else self.xp.asarray(theta, dtype=self.dtype, device=self.device)
+        xp = self.xp
+        eta, mu, psi = self._split(theta)
+        Sigma = xp.linalg.inv(psi @ xp.matrix_transpose(psi))
+        return HMMParams(self._Pi(eta), mu, 0.5 * (Sigma + xp.matrix_transpose(Sigma)))
+
+    def unconstrain(self, params: HMMParams) -> Array:
+        """``theta`` of ``(Pi, mu, Sigma)`` (``eta = log Pi``, ``psi`` with a positive diagonal)."""
+        xp = self.xp
+        Pi, mu, Sigma = params
+        lead = tuple(Pi.shape[:-2])
+        psi = xp.linalg.cholesky(xp.linalg.inv(Sigma))
+        packed = xp.reshape(xp.reshape(psi, lead + (self.K, self.m * self.m)) @ self._E, lead + (-1,))
+        return xp.concat([xp.reshape(xp.log(Pi), lead + (-1,)), xp.reshape(mu, lead + (-1,)), packed], axis=-1)
+
+    def _pack(self, geta, gmu, gpsi):
+        xp = self.xp
+        lead = tuple(geta.shape[:-2])
+        packed = xp.reshape(xp.reshape(gpsi, lead + (self.K, self.m * self.m)) @ self._E, lead + (-1,))
+        return xp.concat([xp.reshape(geta, lead + (-1,)), xp.reshape(gmu, lead + (-1,)), packed], axis=-1)
+
+    # -- prior ----------------------------------------------------------------------------------------
+    def _jac(self):
+        m = self.m
+        return self.xp.asarray([float(m - i) for i in range(m)], dtype=self.dtype, device=self.device)
+
+    def log_prior(self, theta: Array) -> Array:
+        xp = self.xp
+        m = self.m
+        eta, mu, psi = self._split(theta)
+        lp = xp.sum(eta - xp.exp(eta), axis=(-2, -1))
+        lp = lp - xp.sum(mu * mu, axis=(-2, -1)) / (2.0 * self.prior_var)
+        Lam = psi @ xp.matrix_transpose(psi)
+        d = xp.log(xp.abs(xp.linalg.diagonal(psi)))  # (..., K, m)
+        lp = lp - 0.5 * (m + 1) * xp.sum(xp.linalg.trace(Lam), axis=-1) + xp.sum(self._jac() * d, axis=(-2, -1))
+        return lp
+
+    def grad_log_prior(self, theta: Array) -> Array:
+        xp = self.xp
+        m = self.m
+        eta, mu, psi = self._split(theta)
+        geta = 1.0 - xp.exp(eta)
+        gmu = -mu / self.prior_var
+        eye = xp.eye(m, dtype=self.dtype, device=self.device)
+        gpsi = -(m + 1) * psi + eye * (self._jac() / xp.linalg.diagonal(psi))[..., None, :]
+        return self._pack(geta, gmu, gpsi)
+
+    # -- smoothing ------------------------------------------------------------------------------------
+    def _stats(self, theta_b, y, p0, mask, weight):
+        """Forward-backward on (b, L, m) observations; returns loglik and the gradient (b, dim)."""
+        xp = self.xp
+        eta, mu, psi = self._split(theta_b)
+        Pi = self._Pi(eta)
+        logp = _log_emission(xp, y, mu, psi)
+        ll, gamma, N, G = forward_backward(Pi, logp, p0, mask, weight, xp=xp)
+        wg = gamma if weight is None else gamma * weight[..., None]  # (b, L, K)
+        Y1 = xp.matrix_transpose(wg) @ y  # (b, K, m)
+        Y2 = xp.sum(wg[..., None, None] * (y[:, :, None, :, None] * y[:, :, None, None, :]), axis=1)  # (b, K, m, m)
+        geta = N - xp.sum(N, axis=-1, keepdims=True) * Pi
+        Lam = psi @ xp.matrix_transpose(psi)
+        Sigma = xp.linalg.inv(Lam)
+        Gk = G[..., None]
+        gmu = (Lam @ (Y1 - Gk * mu)[..., None])[..., 0]
+        outer = lambda a, c: a[..., :, None] * c[..., None, :]  # noqa: E731
+        E = Y2 - outer(mu, Y1) - outer(Y1, mu) + Gk[..., None] * outer(mu, mu)
+        gpsi = (Gk[..., None] * Sigma - E) @ psi
+        return ll, self._pack(geta, gmu, gpsi)
+
+    def _p0_uniform(self, b):
+        return self.xp.ones((b, self.K), dtype=self.dtype, device=self.device) / self.K
+
+    def log_lik(self, theta: Array, idx: Array | None = None) -> Array:
+        """Exact log-likelihood by the forward algorithm, ``(chains,)``."""
+        if idx is not None:
+            self._not_iid()
+        xp = self.xp
+        eta, mu, psi = self._split(theta)
+        c = theta.shape[0]
+        y = xp.broadcast_to(self.y[None, ...], (c,) + tuple(self.y.shape))
+        logp = _log_emission(xp, y, mu, psi)
+        Pi = self._Pi(eta)
+        shift = xp.max(logp, axis=-1, keepdims=True)
+        p = xp.exp(logp - shift)
+        ll = xp.sum(shift[..., 0], axis=-1)
+        a = self._p0_uniform(c)
+        for t in range(self.T):
+            a = (a[:, None, :] @ Pi)[:, 0, :] * p[:, t, :]
+            s = xp.sum(a, axis=-1)
+            ll = ll + xp.log(s)
+            a = a / s[:, None]
+        return ll
+
+    def log_lik_and_grad(self, theta: Array) -> tuple[Array, Array]:
+        xp = self.xp
+        c = theta.shape[0]
+        y = xp.broadcast_to(self.y[None, ...], (c,) + tuple(self.y.shape))
+        return self._stats(theta, y, self._p0_uniform(c), None, None)
+
+    def grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
+        """Exact gradient of the log-likelihood (Fisher's identity, forward-backward), ``(chains, dim)``."""
+        if idx is not None:
+            self._not_iid()
+        return self.log_lik_and_grad(theta)[1]
+
+    def exact_window_score(self, theta: Array, windows: Windows, y_windows: Array) -> Array:
+        """Weighted score over buffered windows by forward-backward, batched over chains x M."""
+        xp = self.xp
+        c, M = windows.start.shape
+        b, L = c * M, windows.L
+        th = xp.reshape(xp.broadcast_to(theta[:, None, :], (c, M, self.dim)), (b, self.dim))
+        Pi = self._Pi(self._split(th)[0])
+        first = xp.reshape(windows.start == 0, (b,))
+        p0 = xp.where(first[:, None], self._p0_uniform(b), stationary_distribution(Pi))
+        y = xp.reshape(y_windows, (b, L, self.m))
+        mask = xp.reshape(windows.mask, (b, L))
+        w = xp.reshape(windows.weight, (b, L))
+        _, g = self._stats(th, y, p0, mask, w)
+        return xp.sum(xp.reshape(g, (c, M, self.dim)), axis=1)
+
+    # -- simulation -----------------------------------------------------------------------------------
+    def simulate(self, rng: Any, T: int, theta: Any) -> tuple[Array, Array]:
+        """Draw ``(z, y)``: states (T,) int64 and observations (T, m) at ``theta`` (dim,)."""
+        xp = self.xp
+        T = check_int(T, "T")
+        theta = theta if is_array(theta) else xp.asarray(theta, dtype=self.dtype, device=self.device)
+        Pi, mu, Sigma = self.constrain(theta[None, :])
+        cdf = xp.cumulative_sum(Pi[0], axis=-1)  # (K, K)
+        u = rng.uniform((T + 1,), dtype=self.dtype)
+        z = xp.astype(rng.integers(self.K, (1,)), xp.int64)  # z_0 ~ uniform
+        states = []
+        for t in range(T):
+            row = xp.take(cdf, z, axis=0)  # (1, K)
+            z = categorical(u[t + 1 : t + 2][None, :], row)[0]
+            states.append(z)
+        zs = xp.concat(states)
+        Lc = xp.linalg.cholesky(Sigma[0])  # (K, m, m)
+        eps = rng.normal((T, self.m), dtype=self.dtype)
+        mu_z = xp.take(mu[0], zs, axis=0)
+        L_z = xp.take(Lc, zs, axis=0)
+        y = mu_z + (L_z @ eps[..., None])[..., 0]
+        return zs, y
