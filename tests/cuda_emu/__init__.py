@@ -129,7 +129,7 @@ class EmuRuntime:
         lib_path = work / "kernels.so"
         flags = [f"-D{k}={int(v)}" for k, v in sorted((defines or {}).items())]
         cmd = [self.cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror",
-               "-Wno-unknown-pragmas", *flags, "-I", str(work), str(work / "wrap.cpp"), "-o", str(lib_path)]
+               "-Wno-unknown-pragmas", "-ffp-contract=off", *flags, "-I", str(work), str(work / "wrap.cpp"), "-o", str(lib_path)]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             msg = f"{filename} does not compile as C++:\n{' '.join(cmd)}\n{res.stderr}"

@@ -38,6 +38,10 @@ KERNEL_FILES: dict[str, dict[str, int]] = {
 #: Architectures the kernels are checked to compile for: A100 (sm_80) and H100 (sm_90).
 ARCHITECTURES = ("sm_80", "sm_90")
 
+#: Extra compiler options per file. Resampling must reproduce its twins' rounding exactly, so no
+#: multiply-add may be fused there.
+EXTRA_OPTIONS: dict[str, tuple[str, ...]] = {"resample.cu": ("--fmad=false",)}
+
 _SOURCES: dict[str, str] = {}
 
 
@@ -58,9 +62,11 @@ def kernel_names(filename: str) -> list[str]:
     return re.findall(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(', kernel_source(filename))
 
 
-def nvrtc_options(defines: dict[str, int] | None = None, arch: str | None = None) -> tuple[str, ...]:
+def nvrtc_options(
+    defines: dict[str, int] | None = None, arch: str | None = None, filename: str | None = None
+) -> tuple[str, ...]:
     """Compiler options shared by CuPy's RawModule and the offline checks."""
-    opts = ["-std=c++17"]
+    opts = ["-std=c++17", *EXTRA_OPTIONS.get(filename or "", ())]
     if arch is not None:
         opts.append(f"--gpu-architecture={arch}")
     opts += [f"-D{k}={int(v)}" for k, v in sorted((defines or {}).items())]
@@ -90,7 +96,7 @@ def compile_source(
         raise ImportError(msg) from exc
     src = kernel_source(filename)
     defines = dict(KERNEL_FILES[filename]) if defines is None else defines
-    opts = list(nvrtc_options(defines, arch))
+    opts = list(nvrtc_options(defines, arch, filename))
     if verbose:
         opts.append("--ptxas-options=-v")
     try:
@@ -132,6 +138,6 @@ class CupyRuntime:
         key = (filename, tuple(sorted((defines or {}).items())))
         mod = self._modules.get(key)
         if mod is None:
-            mod = self.lib.RawModule(code=kernel_source(filename), options=nvrtc_options(defines))
+            mod = self.lib.RawModule(code=kernel_source(filename), options=nvrtc_options(defines, None, filename))
             self._modules[key] = mod
         return mod.get_function(name)

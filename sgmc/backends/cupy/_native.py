@@ -50,85 +50,80 @@ def _grid(count: int, threads: int = _THREADS) -> tuple[int]:
 
 
 # ------------------------------------------------------------------------------------------------
-# resampling: twins in sgmc.ssm.resampling, names "resample_<scheme>"
+# resampling: twins sgmc.ssm.resampling.<scheme>_ancestors, names "resample_<scheme>"
+#
+# The kernels compute the twins' cumulative offspring counts with the twins' own floating-point
+# operations and write the ancestors directly; the inputs they need (running sums of the weights,
+# and for multinomial and residual the sorted uniforms) are formed here with the same operations as
+# in the twins, so the integers agree exactly.
 
 
-def _cdf_and_last(rt: Any, weights: Any) -> tuple[Any, Any]:
+def _cumulative(rt: Any, weights: Any) -> Any:
     lib = rt.lib
-    w = lib.ascontiguousarray(weights)
-    n = w.shape[1]
-    cdf = lib.ascontiguousarray(lib.cumsum(w, axis=1))
-    # positions past the rounded total go to the row's last particle of positive weight
-    last = (n - 1) - lib.argmax(w[:, ::-1] > 0, axis=1)
-    return cdf, lib.ascontiguousarray(last.astype(lib.int64))
+    w = lib.asarray(weights, dtype=lib.float64)
+    return lib.ascontiguousarray(lib.cumsum(w, axis=-1))
 
 
-def _search_sorted(rt: Any, weights: Any, cdf: Any, last: Any, pos: Any) -> Any:
+def _launch_rows(rt: Any, name: str, batch: int, n: int, *arrays: Any) -> Any:
     lib = rt.lib
-    batch, n = cdf.shape
-    m = pos.shape[1]
-    out = lib.empty((batch, m), dtype=lib.int64)
-    k = rt.kernel("resample.cu", f"resample_sorted_{_suffix(cdf.dtype)}")
-    k(_grid(batch * n), (_THREADS,), (cdf, lib.ascontiguousarray(pos, dtype=cdf.dtype), last, out,
-                                      np.int64(batch), np.int64(n), np.int64(m)))
+    out = lib.empty((batch, n), dtype=lib.int64)
+    k = rt.kernel("resample.cu", name)
+    k(_grid(batch * n), (_THREADS,), (*arrays, out, np.int64(batch), np.int64(n)))
     return out
 
 
 def resample_systematic(rt: Any, weights: Any, uniforms: Any) -> Any:
-    """Systematic resampling, positions ``(k + u) / N``: one kernel pass, no positions array."""
+    """Native ``resample_systematic``: one pass over the running sums, one write of the ancestors."""
     lib = rt.lib
-    cdf, last = _cdf_and_last(rt, weights)
-    batch, n = cdf.shape
-    u = lib.ascontiguousarray(lib.reshape(uniforms, (batch,)), dtype=cdf.dtype)
-    out = lib.empty((batch, n), dtype=lib.int64)
-    k = rt.kernel("resample.cu", f"resample_systematic_{_suffix(cdf.dtype)}")
-    k(_grid(batch * n), (_THREADS,), (cdf, u, last, out, np.int64(batch), np.int64(n)))
-    return out
+    cum = _cumulative(rt, weights)
+    batch, n = cum.shape
+    u = lib.ascontiguousarray(lib.reshape(lib.asarray(uniforms, dtype=lib.float64), (batch,)))
+    return _launch_rows(rt, "resample_systematic", batch, n, cum, u)
 
 
 def resample_stratified(rt: Any, weights: Any, uniforms: Any) -> Any:
-    """Stratified resampling, positions ``(k + u_k) / N`` (sorted by construction)."""
+    """Native ``resample_stratified``: one uniform per stratum, one pass."""
     lib = rt.lib
-    cdf, last = _cdf_and_last(rt, weights)
-    n = cdf.shape[1]
-    pos = (lib.arange(n, dtype=cdf.dtype)[None, :] + uniforms.astype(cdf.dtype, copy=False)) / cdf.dtype.type(n)
-    return _search_sorted(rt, weights, cdf, last, pos)
+    cum = _cumulative(rt, weights)
+    batch, n = cum.shape
+    u = lib.ascontiguousarray(lib.asarray(uniforms, dtype=lib.float64))
+    return _launch_rows(rt, "resample_stratified", batch, n, cum, u)
+
+
+def _sorted_search(rt: Any, cdf01: Any, s: Any, base: Any) -> Any:
+    lib = rt.lib
+    batch, n = cdf01.shape
+    return _launch_rows(rt, "resample_sorted", batch, n, lib.ascontiguousarray(cdf01), lib.ascontiguousarray(s), base)
 
 
 def resample_multinomial(rt: Any, weights: Any, uniforms: Any) -> Any:
-    """Multinomial resampling: the row's uniforms are sorted, then searched like the other schemes."""
+    """Native ``resample_multinomial``: order statistics by the twin's O(N) recursion, then one pass."""
+    from ...ssm.resampling import sorted_uniforms
+
     lib = rt.lib
-    cdf, last = _cdf_and_last(rt, weights)
-    pos = lib.sort(uniforms.astype(cdf.dtype, copy=False), axis=1)
-    return _search_sorted(rt, weights, cdf, last, pos)
+    cum = _cumulative(rt, weights)
+    batch, n = cum.shape
+    last = lib.full((batch, 1), float(n), dtype=lib.float64)
+    v = lib.concatenate([cum[:, :-1] * (float(n) / cum[:, -1:]), last], axis=1)
+    return _sorted_search(rt, v / float(n), sorted_uniforms(uniforms), None)
 
 
 def resample_residual(rt: Any, weights: Any, uniforms: Any) -> Any:
-    """Residual resampling: ``floor(N w_j)`` copies of each particle, then multinomial on the rest."""
+    """Native ``resample_residual``: deterministic copies plus multinomial on the fractional parts."""
+    from ...ssm.resampling import sorted_uniforms
+
     lib = rt.lib
-    w = lib.ascontiguousarray(weights)
-    batch, n = w.shape
-    scaled = w * w.dtype.type(n)
-    counts = lib.floor(scaled)
-    rest = scaled - counts
-    counts = lib.ascontiguousarray(counts.astype(lib.int64))
-    start = lib.ascontiguousarray(lib.cumsum(counts, axis=1) - counts)
-    out = lib.empty((batch, n), dtype=lib.int64)
-    k = rt.kernel("resample.cu", "resample_expand")
-    k(_grid(batch * n), (_THREADS,), (counts, start, out, np.int64(batch), np.int64(n), np.int64(n)))
-    kept = counts.sum(axis=1)
-    left = n - kept  # draws left for the multinomial part of each row
-    # multinomial part on the residual weights, from the row's first `left` uniforms, sorted
-    cdf, last = _cdf_and_last(rt, rest)
-    big = lib.asarray(2.0, dtype=cdf.dtype)  # sorts after every uniform
-    cols = lib.arange(n)[None, :]
-    u = lib.where(cols < left[:, None], uniforms.astype(cdf.dtype, copy=False), big)
-    pos = lib.sort(u, axis=1)
-    extra = _search_sorted(rt, rest, cdf, last, pos)
-    # row b: out[b, kept_b:] = extra[b, :left_b]
-    src = lib.clip(cols - kept[:, None], 0, n - 1)
-    tail = lib.take_along_axis(extra, src, axis=1)
-    return lib.where(cols >= kept[:, None], tail, out)
+    w = lib.asarray(weights, dtype=lib.float64)
+    n = w.shape[-1]
+    nw = w * (float(n) / lib.sum(w, axis=-1, keepdims=True))
+    fl = lib.floor(nw)
+    det = lib.clip(lib.cumsum(fl, axis=-1).astype(lib.int64), 0, n)
+    r_count = n - det[:, -1]
+    cf = lib.cumsum(nw - fl, axis=-1)
+    tot = cf[:, -1:]
+    cf01 = lib.where(tot > 0.0, cf / lib.where(tot > 0.0, tot, 1.0), 1.0)
+    s = sorted_uniforms(uniforms, r_count)
+    return _sorted_search(rt, cf01, s, lib.ascontiguousarray(det))
 
 
 # ------------------------------------------------------------------------------------------------

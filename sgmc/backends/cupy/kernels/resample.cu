@@ -1,103 +1,113 @@
-// Particle resampling: ancestors from normalised cumulative weights and pre-drawn positions.
+// Particle resampling: ancestors from cumulative offspring counts, one thread per particle.
 //
-// Every scheme ends in the same question: for sorted positions p_0 <= ... <= p_{M-1} in [0, 1) and
-// a row's cumulative weights c_0 <= ... <= c_{N-1}, the ancestor of position k is
-// a_k = #{j : c_j <= p_k} (numpy.searchsorted(c, p, side="right")), and positions at or beyond c_{N-1}
-// (rounding leaves c_{N-1} slightly below 1) go to the row's `last` index. Instead of one binary
-// search per position, one thread per particle j finds the range of positions [lo_j, hi_j) that
-// falls in [c_{j-1}, c_j) and writes j there: the writes are contiguous, and with the positions of
-// systematic resampling, p_k = (k + u) / N, each bound takes O(1) work. Indices are 64-bit
-// throughout, so rows of more than 2^31 particles and batches of many rows are safe.
+// Every scheme of sgmc.ssm.resampling is defined by cumulative offspring counts C_i (particles
+// 0..i have C_i offspring in total, C_{N-1} = N): slot k descends from the first particle i with
+// C_i > k. Here thread (row, i) computes C_{i-1} and C_i itself and writes i into the slots
+// [C_{i-1}, C_i): the writes of a warp are contiguous, no search over slots is needed, and a row of
+// the systematic or stratified scheme costs one read of the cumulative weights and one write of
+// the ancestors. The counts are computed with the same floating-point operations, in the same
+// order, as the array-API twins (this file is compiled without fused multiply-adds), so the
+// integers are the twins' exactly. Indices are 64-bit; all arithmetic is in double.
+//
+// Inputs: cum (batch, n) is the running sum of the weights in float64 (the twins' cumulative_sum);
+// the scaled cumulative weight is v_i = cum_i * (n / cum_{n-1}) for i < n - 1 and exactly n for the
+// last particle.
 
-// First k in [0, m) with (k + u) / n >= c, computed with the same floating-point expression the
-// positions are defined by, so the answer is exact, not merely close.
-template <typename T>
-__device__ __forceinline__ long long systematic_lower_bound(T c, T u, long long n, long long m) {
-    T guess = c * (T)n - u;
-    long long k;
-    if (!(guess > (T)0)) {
-        k = 0;
-    } else if (guess >= (T)m) {
-        k = m;
-    } else {
-        k = (long long)ceil(guess);
-    }
-    while (k > 0 && ((T)(k - 1) + u) / (T)n >= c) --k;
-    while (k < m && ((T)k + u) / (T)n < c) ++k;
-    return k;
+__device__ __forceinline__ double scaled_cdf(const double* cum, long long i, long long n, double scale) {
+    return (i == n - 1) ? (double)n : cum[i] * scale;
 }
 
-// First k in [0, m) with pos[k] >= c (pos sorted).
-template <typename T>
-__device__ __forceinline__ long long sorted_lower_bound(const T* pos, T c, long long m) {
-    long long lo = 0, hi = m;
+__device__ __forceinline__ long long clip_count(long long c, long long n) {
+    return c < 0 ? 0 : (c > n ? n : c);
+}
+
+// systematic: C_i = min(max(floor(v_i + u), 0), n)
+__device__ __forceinline__ long long systematic_count(const double* cum, long long i, long long n, double scale,
+                                                      double u) {
+    return clip_count((long long)floor(scaled_cdf(cum, i, n, scale) + u), n);
+}
+
+// stratified: m = clip(floor(v_i), 0, n); C_i = m + [m < n and u_m < v_i - m]
+__device__ __forceinline__ long long stratified_count(const double* cum, const double* u, long long i, long long n,
+                                                      double scale) {
+    const double v = scaled_cdf(cum, i, n, scale);
+    double m = floor(v);
+    m = m < 0.0 ? 0.0 : (m > (double)n ? (double)n : m);
+    const long long mi = (long long)m;
+    const long long at = mi < 0 ? 0 : (mi > n - 1 ? n - 1 : mi);
+    const bool extra = (u[at] < v - m) && (mi < n);
+    return mi + (extra ? 1 : 0);
+}
+
+// #{k : s_k + off < c + off} for a sorted row s (the twins search rows shifted by off = 3 * row)
+__device__ __forceinline__ long long count_below(const double* s, double c, double off, long long n) {
+    const double key = c + off;
+    long long lo = 0, hi = n;
     while (lo < hi) {
-        long long mid = lo + (hi - lo) / 2;
-        if (pos[mid] < c) lo = mid + 1; else hi = mid;
+        const long long mid = lo + (hi - lo) / 2;
+        if (s[mid] + off < key) lo = mid + 1; else hi = mid;
     }
     return lo;
 }
 
-// One thread per (row, particle j): write j into out[row, lo_j:hi_j]. Positions at or beyond
-// c_{N-1} go to last[row] (written by the thread j = N - 1).
-template <typename T, bool SYSTEMATIC>
-__device__ void resample_ranges(const T* __restrict__ cdf, const T* __restrict__ pos,
-                                const long long* __restrict__ last, long long* __restrict__ out,
-                                long long batch, long long n, long long m) {
-    long long tid = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
-    if (tid >= batch * n) return;
-    long long row = tid / n;
-    long long j = tid - row * n;
-    const T* c = cdf + row * n;
-    long long lo, hi;
-    if (SYSTEMATIC) {
-        T u = pos[row];
-        lo = (j == 0) ? 0 : systematic_lower_bound<T>(c[j - 1], u, n, m);
-        hi = systematic_lower_bound<T>(c[j], u, n, m);
-    } else {
-        const T* p = pos + row * m;
-        lo = (j == 0) ? 0 : sorted_lower_bound<T>(p, c[j - 1], m);
-        hi = sorted_lower_bound<T>(p, c[j], m);
-    }
-    long long* o = out + row * m;
-    for (long long k = lo; k < hi; ++k) o[k] = j;
-    if (j == n - 1) {
-        long long tail = last[row];
-        for (long long k = hi; k < m; ++k) o[k] = tail;
+// Particle i fills slots [lo, hi); the last particle also fills [C_{n-1}, n) with n, which is what
+// the twins' search returns for slots no particle claims (it cannot happen for systematic and
+// stratified counts, which end at n; for the other schemes only when the largest order statistic
+// rounds to 1).
+__device__ __forceinline__ void write_range(long long* out, long long lo, long long hi, long long i, long long n) {
+    for (long long k = lo; k < hi; ++k) out[k] = i;
+    if (i == n - 1) {
+        for (long long k = hi; k < n; ++k) out[k] = n;
     }
 }
 
-// Systematic: positions (k + u[row]) / n for k < n (m == n).
-extern "C" __global__ void resample_systematic_f64(const double* cdf, const double* u, const long long* last,
-                                                   long long* out, long long batch, long long n) {
-    resample_ranges<double, true>(cdf, u, last, out, batch, n, n);
-}
-extern "C" __global__ void resample_systematic_f32(const float* cdf, const float* u, const long long* last,
-                                                   long long* out, long long batch, long long n) {
-    resample_ranges<float, true>(cdf, u, last, out, batch, n, n);
-}
-
-// Any sorted positions (stratified, multinomial after sorting, the residual part): pos is (batch, m).
-extern "C" __global__ void resample_sorted_f64(const double* cdf, const double* pos, const long long* last,
-                                               long long* out, long long batch, long long n, long long m) {
-    resample_ranges<double, false>(cdf, pos, last, out, batch, n, m);
-}
-extern "C" __global__ void resample_sorted_f32(const float* cdf, const float* pos, const long long* last,
-                                               long long* out, long long batch, long long n, long long m) {
-    resample_ranges<float, false>(cdf, pos, last, out, batch, n, m);
-}
-
-// Residual resampling, deterministic part: particle j is copied counts[row, j] times, into
-// out[row, start[row, j] : start[row, j] + counts[row, j]] (start is the exclusive prefix sum of
-// the counts within the row, out has row stride `stride`).
-extern "C" __global__ void resample_expand(const long long* __restrict__ counts, const long long* __restrict__ start,
-                                           long long* __restrict__ out, long long batch, long long n,
-                                           long long stride) {
-    long long tid = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+extern "C" __global__ void resample_systematic(const double* __restrict__ cum, const double* __restrict__ u,
+                                               long long* __restrict__ out, long long batch, long long n) {
+    const long long tid = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
     if (tid >= batch * n) return;
-    long long row = tid / n;
-    long long j = tid - row * n;
-    long long* o = out + row * stride + start[tid];
-    long long c = counts[tid];
-    for (long long k = 0; k < c; ++k) o[k] = j;
+    const long long row = tid / n;
+    const long long i = tid - row * n;
+    const double* c = cum + row * n;
+    const double scale = (double)n / c[n - 1];
+    const double ur = u[row];
+    const long long lo = (i == 0) ? 0 : systematic_count(c, i - 1, n, scale, ur);
+    const long long hi = systematic_count(c, i, n, scale, ur);
+    write_range(out + row * n, lo, hi, i, n);
+}
+
+extern "C" __global__ void resample_stratified(const double* __restrict__ cum, const double* __restrict__ u,
+                                               long long* __restrict__ out, long long batch, long long n) {
+    const long long tid = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+    if (tid >= batch * n) return;
+    const long long row = tid / n;
+    const long long i = tid - row * n;
+    const double* c = cum + row * n;
+    const double* ur = u + row * n;
+    const double scale = (double)n / c[n - 1];
+    const long long lo = (i == 0) ? 0 : stratified_count(c, ur, i - 1, n, scale);
+    const long long hi = stratified_count(c, ur, i, n, scale);
+    write_range(out + row * n, lo, hi, i, n);
+}
+
+// Multinomial and residual: C_i = base_i + #{k : s_k < cdf01_i} with s (batch, n) sorted uniforms
+// (order statistics; entries past a row's draws are 2) and cdf01 (batch, n) in [0, 1]. base is
+// null for multinomial and the deterministic counts for residual.
+extern "C" __global__ void resample_sorted(const double* __restrict__ cdf01, const double* __restrict__ s,
+                                           const long long* __restrict__ base, long long* __restrict__ out,
+                                           long long batch, long long n) {
+    const long long tid = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
+    if (tid >= batch * n) return;
+    const long long row = tid / n;
+    const long long i = tid - row * n;
+    const double* c = cdf01 + row * n;
+    const double* sr = s + row * n;
+    const double off = (double)row * 3.0;
+    long long lo = 0;
+    if (i > 0) {
+        lo = count_below(sr, c[i - 1], off, n);
+        if (base != nullptr) lo += base[tid - 1];
+    }
+    long long hi = count_below(sr, c[i], off, n);
+    if (base != nullptr) hi += base[tid];
+    write_range(out + row * n, lo, hi, i, n);
 }
