@@ -23,7 +23,7 @@ __all__ = [
     "resample_residual",
     "stein_row_sums",
     "glm_grad_log_lik_sum",
-    "stochvol_propagate_weight",
+    "stochvol_step",
 ]
 
 _THREADS = 256  # one-thread-per-element kernels
@@ -227,5 +227,31 @@ def glm_grad_log_lik_sum(
     return out.astype(X.dtype, copy=False)
 
 
-def stochvol_propagate_weight(*args: Any, **kwargs: Any) -> Any:  # filled in below
-    raise NotImplementedError
+# ------------------------------------------------------------------------------------------------
+# stochastic volatility bootstrap step: twin sgmc.ssm.fused.sv_bootstrap_step_twin, name "stochvol_step"
+
+
+def stochvol_step(
+    rt: Any, x_prev: Any, eps: Any, y: Any, phi: Any, sigma: Any, tau: Any, w_prev: Any = None
+) -> tuple:
+    """Native twin of :func:`sgmc.ssm.fused.sv_bootstrap_step`: ``(x, log_weight, weights, loglik)``."""
+    lib = rt.lib
+    dtype = x_prev.dtype
+    batch, n = x_prev.shape
+
+    def c(a):
+        return lib.ascontiguousarray(lib.asarray(a, dtype=dtype))
+
+    x = lib.empty((batch, n), dtype=dtype)
+    logw = lib.empty((batch, n), dtype=dtype)
+    w = lib.empty((batch, n), dtype=dtype)
+    loglik = lib.empty((batch,), dtype=lib.float64)
+    bs = 256
+    k = rt.kernel("stochvol.cu", f"stochvol_step_{_suffix(dtype)}", {"SGMC_BLOCK": bs})
+    k(
+        (max(1, batch),),
+        (bs,),
+        (c(x_prev), c(eps), None if w_prev is None else c(w_prev), c(y), c(phi), c(sigma), c(tau),
+         x, logw, w, loglik, np.int64(n)),
+    )
+    return x, logw, w, loglik
