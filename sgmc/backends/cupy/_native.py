@@ -130,10 +130,13 @@ def resample_residual(rt: Any, weights: Any, uniforms: Any) -> Any:
 # KSD: twin sgmc.diagnostics._stein.row_sums_twin, name "stein_row_sums"
 
 
-def stein_block(dim: int, itemsize: int) -> int:
-    """Threads (rows and columns per tile) for dimension ``dim``: the three column tiles fit in shared memory."""
+def stein_block(dim: int) -> int:
+    """Threads (rows and columns per tile) for dimension ``dim``: the three column tiles fit in shared memory.
+
+    One module holds the float32 and the float64 kernels, so the float64 tiles decide.
+    """
     bs = 128
-    while bs > 32 and 3 * bs * dim * itemsize > _SHARED_BUDGET:
+    while bs > 32 and 3 * bs * dim * 8 > _SHARED_BUDGET:
         bs //= 2
     return bs
 
@@ -149,7 +152,7 @@ def stein_row_sums(rt: Any, xp: Any, st: Any, block: int, triangle: str) -> Any:
     n, d = x.shape
     dtype = x.dtype
     sfx = _suffix(dtype)
-    bs = stein_block(d, dtype.itemsize)
+    bs = stein_block(d)
     tiles = -(-n // bs)
     width = 1 if st.kind == "joint" else d
     rows = lib.empty((n, width), dtype=lib.float64)
