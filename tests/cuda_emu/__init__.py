@@ -118,7 +118,7 @@ class EmuRuntime:
             decl = ", ".join(f"{t}{'*' if p else ''} {n}" for t, p, n in params)
             names = ", ".join(n for _, _, n in params)
             lines.append(
-                f'extern "C" void sgmc_emu_{name}(unsigned grid, unsigned block, {decl}) '
+                f'extern "C" __attribute__((visibility("default"))) void sgmc_emu_{name}(unsigned grid, unsigned block, {decl}) '
                 f"{{ sgmc_emu::launch(grid, block, [&] {{ {name}({names}); }}); }}"
             )
         tag = hashlib.sha1(repr((key, src)).encode()).hexdigest()[:12]
@@ -129,7 +129,10 @@ class EmuRuntime:
         lib_path = work / "kernels.so"
         flags = [f"-D{k}={int(v)}" for k, v in sorted((defines or {}).items())]
         cmd = [self.cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror",
-               "-Wno-unknown-pragmas", "-ffp-contract=off", *flags, "-I", str(work), str(work / "wrap.cpp"), "-o", str(lib_path)]
+               "-Wno-unknown-pragmas", "-ffp-contract=off",
+               # each library keeps its own __shared__ statics and launch state: nothing is unique
+               # process-wide, nothing but the launchers is exported
+               "-fno-gnu-unique", "-fvisibility=hidden", *flags, "-I", str(work), str(work / "wrap.cpp"), "-o", str(lib_path)]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             msg = f"{filename} does not compile as C++:\n{' '.join(cmd)}\n{res.stderr}"
