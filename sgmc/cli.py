@@ -227,7 +227,7 @@ def _status(args, text: str) -> None:
 
 
 def _load_problem(args, cfg: dict) -> _Problem:
-    be = backends.get_backend(args.backend)
+    be = backends.require(args.backend)  # a missing library or GPU fails here, with what to install
     if args.data is not None:
         if not 0.0 < args.test_fraction < 1.0:
             msg = f"--test-fraction must be in (0, 1); got {args.test_fraction}"
@@ -576,7 +576,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     except _Failure as exc:
         message = str(exc)
-    except (ValueError, TypeError, FloatingPointError, ImportError, OSError) as exc:
+    except (ValueError, TypeError, FloatingPointError, ImportError, OSError, RuntimeError) as exc:
         message = str(exc)
     message = " ".join(message.split())
     print(f"{PROG}: error: {message}", file=sys.stderr)

@@ -85,6 +85,7 @@ def sample(
     callback: Callable | None = None,
     executor: Any = None,
     group_size: int | None = None,
+    backend: Any = None,
 ) -> Trace:
     """Run stochastic gradient MCMC on ``model`` and return a :class:`~sgmc.Trace`.
 
@@ -135,6 +136,11 @@ def sample(
     group_size : int, optional
         Chains per group (default :data:`DEFAULT_GROUP_SIZE`). Each group has its own random
         stream, so the draws depend on the group size but never on the executor.
+    backend : str or Backend, optional
+        Run on this backend: the model's data (and an array ``init``) are copied there once, before
+        anything else (:func:`sgmc.backends.move`); ``"cupy"`` runs everything on the current GPU,
+        with the CUDA kernels of the hot loops. A missing library or GPU raises with what to
+        install (``pip install "sgmc[gpu]"``). By default the model's arrays decide.
 
     Returns
     -------
@@ -159,6 +165,10 @@ def sample(
     >>> np.round(trace.mean(), 1)
     array([ 1., -1.])
     """
+    if backend is not None:
+        model = backends.move(model, backend)
+        if is_array(init):
+            init = backends.move(init, backend, device=getattr(model, "device", None))
     model = check_target(model)
     xp = model.xp
     n_iter = check_int(n_iter, "n_iter")

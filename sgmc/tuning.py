@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from . import backends
+from ._array_api import is_array
 from ._validation import check_int
 from .diagnostics.ess import ess
 from .diagnostics.ksd import ksd
@@ -138,6 +139,7 @@ def tune_step_size(
     progress: bool = False,
     sampler_options: dict | None = None,
     estimator_options: dict | None = None,
+    backend: Any = None,
 ) -> TuningResult:
     """Choose a step size by the kernel Stein discrepancy of short pilot runs.
 
@@ -194,6 +196,11 @@ def tune_step_size(
     sampler_options, estimator_options : dict, optional
         As in :func:`sgmc.sample`.
 
+    backend : str or Backend, optional
+        Tune on this backend: the model's data (and an array ``init``) are copied there once
+        (:func:`sgmc.backends.move`), so the pilot runs and the KSD run there. By default the model's
+        arrays decide.
+
     Returns
     -------
     TuningResult
@@ -221,6 +228,10 @@ def tune_step_size(
     >>> [row["step_size"] for row in res.table]
     [0.001, 0.1, 3.9]
     """
+    if backend is not None:
+        model = backends.move(model, backend)
+        if is_array(init):
+            init = backends.move(init, backend, device=getattr(model, "device", None))
     model = check_target(model)
     values = default_grid(model) if grid is None else _check_grid(grid)
     pilot_iters = check_int(pilot_iters, "pilot_iters", 1)

@@ -49,7 +49,8 @@ def device_status() -> tuple[bool, str]:
     except Exception as exc:  # noqa: BLE001 - no driver, no device, driver too old ...
         return False, (
             f"CuPy {cupy.__version__} is installed but no CUDA device is usable "
-            f"({type(exc).__name__}: {exc}); run on a machine with an NVIDIA GPU and driver"
+            f"({type(exc).__name__}: {exc}); run on a machine with an NVIDIA GPU and its driver, with the "
+            f"CuPy build for its CUDA version ({INSTALL_HINT} installs the one for CUDA 12)"
         )
     if count < 1:
         return False, f"CuPy {cupy.__version__} is installed but the CUDA runtime reports no device"
