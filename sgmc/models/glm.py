@@ -46,7 +46,7 @@ class _GLM(Model):
         self.X = X
         self.y = y
         self.prior_var = check_positive(prior_var, "prior_var")
-        self._moved(backends.get_backend(xp))
+        self._moved(backends.get_backend(xp if backend is None else backend))
 
     def _moved(self, backend: Any) -> None:
         # called by sgmc.backends.move as well: chain blocking pays on CPUs only
