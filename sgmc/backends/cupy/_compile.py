@@ -77,6 +77,19 @@ def compile_source(
     filename: str, arch: str = "sm_90", defines: dict[str, int] | None = None, *, cubin: bool = False,
     verbose: bool = False,
 ) -> tuple[bytes, str]:
+    key = (filename, arch, tuple(sorted((defines or KERNEL_FILES.get(filename, {})).items())), cubin, verbose,
+           kernel_source(filename))
+    if key not in _COMPILED:
+        _COMPILED[key] = _compile(filename, arch, defines, cubin=cubin, verbose=verbose)
+    return _COMPILED[key]
+
+
+_COMPILED: dict[tuple, tuple[bytes, str]] = {}
+
+
+def _compile(
+    filename: str, arch: str, defines: dict[str, int] | None, *, cubin: bool, verbose: bool
+) -> tuple[bytes, str]:
     """Compile one kernel file with NVRTC for ``arch``, without a GPU: ``(ptx or cubin, log)``.
 
     ``verbose`` asks ptxas (inside NVRTC, for ``cubin=True``) for its resource report (registers,
