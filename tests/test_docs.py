@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCTEST_PAGES = ["docs/quickstart.md", "docs/models.md", "docs/samplers.md", "docs/diagnostics.md", "docs/contracts.md"]
+DOCTEST_PAGES = [
+    "docs/quickstart.md", "docs/models.md", "docs/samplers.md", "docs/diagnostics.md", "docs/contracts.md",
+    "docs/backends.md",
+]
 
 
 @pytest.mark.parametrize("page", DOCTEST_PAGES)
