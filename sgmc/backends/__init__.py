@@ -249,7 +249,7 @@ def _move_object(obj: Any, be: Backend, device: Any, memo: dict) -> Any:
             first = moved
         new.__dict__[key] = moved
     new.xp = be.xp
-    if "device" in vars(obj) or hasattr(obj, "device"):
+    if "device" in vars(obj):
         new.device = device_of(first) if first is not None else device
     if "dtype" in vars(obj):
         new.dtype = _target_dtype(be, obj.dtype)

@@ -121,12 +121,34 @@ def _runtime() -> Any:
     return _RUNTIME[0]
 
 
+def _device_of_args(args: tuple) -> Any:
+    """The device of the first CuPy array among ``args`` (or inside a NamedTuple argument)."""
+    import cupy
+
+    for a in args:
+        if isinstance(a, cupy.ndarray):
+            return a.device
+        if isinstance(a, tuple) and hasattr(a, "_fields"):
+            for v in a:
+                if isinstance(v, cupy.ndarray):
+                    return v.device
+    return None
+
+
 def _kernel_path(fn):
-    """Bind a host function of :mod:`._native` to the process's CUDA runtime (created on first call)."""
+    """Bind a host function of :mod:`._native` to the process's CUDA runtime (created on first call).
+
+    The call runs on the device of its input arrays, so outputs are allocated and kernels launched
+    (and compiled modules loaded) there, whichever device is current.
+    """
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        return fn(_runtime(), *args, **kwargs)
+        device = _device_of_args(args)
+        if device is None:
+            return fn(_runtime(), *args, **kwargs)
+        with device:
+            return fn(_runtime(), *args, **kwargs)
 
     return call
 

@@ -134,7 +134,7 @@ def _compile(
 
 
 class CupyRuntime:
-    """Kernels on the current CUDA device through ``cupy.RawModule``, compiled once per set of defines.
+    """Kernels on the current CUDA device through ``cupy.RawModule``, compiled once per set of defines and device.
 
     ``lib`` is the ``cupy`` module; :meth:`kernel` returns a callable ``f(grid, block, args)``.
     The host code in :mod:`sgmc.backends.cupy._native` is written against this small interface,
@@ -148,7 +148,7 @@ class CupyRuntime:
         self._modules: dict[tuple, Any] = {}
 
     def kernel(self, filename: str, name: str, defines: dict[str, int] | None = None) -> Callable:
-        key = (filename, tuple(sorted((defines or {}).items())))
+        key = (filename, tuple(sorted((defines or {}).items())), self.lib.cuda.Device().id)
         mod = self._modules.get(key)
         if mod is None:
             mod = self.lib.RawModule(code=kernel_source(filename), options=nvrtc_options(defines, None, filename))
