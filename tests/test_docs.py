@@ -13,7 +13,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCTEST_PAGES = [
-    "docs/quickstart.md", "docs/models.md", "docs/samplers.md", "docs/diagnostics.md", "docs/contracts.md",
+    "docs/quickstart.md",
+    "docs/models.md",
+    "docs/samplers.md",
+    "docs/diagnostics.md",
+    "docs/contracts.md",
+    "docs/timeseries.md",
     "docs/backends.md",
 ]
 

@@ -9,6 +9,7 @@ which the latent states are smoothed exactly (Kalman smoother, forward-backward)
 from ..estimators import ESTIMATORS as _ESTIMATORS
 from .base import StateSpaceModel, as_series
 from .buffered import Buffered
+from .forecast import Prediction, filtered_states, forecast, forecast_plot, one_step_predictions, smoothed_states
 from .hmm import GaussianHMM, HMMParams, forward_backward
 from .kalman import (
     KalmanGrad,
@@ -20,7 +21,9 @@ from .kalman import (
     kalman_stats,
 )
 from .lgssm import LGSSM, LGSSMParams
-from .subsequence import Windows, gather_windows, inclusion_prob, sample_windows
+from .particle import ScalarLGSSMKernel, particle_filter, particle_window_score
+from .resampling import ess, resample, resample_if_low_ess
+from .subsequence import Windows, all_windows, gather_windows, inclusion_prob, sample_windows, windows_at
 
 __all__ = [
     "Buffered",
@@ -28,6 +31,8 @@ __all__ = [
     "as_series",
     "Windows",
     "sample_windows",
+    "all_windows",
+    "windows_at",
     "inclusion_prob",
     "gather_windows",
     "KalmanGrad",
@@ -38,7 +43,19 @@ __all__ = [
     "kalman_smoother",
     "kalman_stats",
     "LGSSM",
+    "Prediction",
+    "filtered_states",
+    "smoothed_states",
+    "one_step_predictions",
+    "forecast",
+    "forecast_plot",
     "GaussianHMM",
+    "ScalarLGSSMKernel",
+    "particle_filter",
+    "particle_window_score",
+    "resample",
+    "ess",
+    "resample_if_low_ess",
     "HMMParams",
     "forward_backward",
     "LGSSMParams",

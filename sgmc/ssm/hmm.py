@@ -162,10 +162,15 @@ class GaussianHMM(StateSpaceModel):
     >>> from sgmc import backends
     >>> from sgmc.ssm import GaussianHMM
     >>> rng = backends.default_rng(0)
-    >>> model = GaussianHMM(np.zeros(5), n_states=2)
-    >>> theta = model.unconstrain(model.constrain(np.zeros(model.dim)))
-    >>> z, y = model.simulate(rng, 100, np.array([2.0, 0.0, 0.0, 2.0, -1.0, 1.0, 2.0, 2.0]))
-    >>> GaussianHMM(y, n_states=2).grad_log_posterior(theta).shape
+    >>> from sgmc.ssm import HMMParams
+    >>> params = HMMParams(Pi=np.array([[0.9, 0.1], [0.2, 0.8]]), mu=np.array([[-1.0], [1.0]]),
+    ...                    Sigma=np.array([[[0.5]], [[0.5]]]))
+    >>> theta = GaussianHMM(np.zeros(5), n_states=2).unconstrain(params)
+    >>> theta.shape                                   # eta (2 x 2), mu (2 x 1), psi (2 x 1)
+    (8,)
+    >>> z, y = GaussianHMM(np.zeros(5), n_states=2).simulate(rng, 100, theta)
+    >>> model = GaussianHMM(y, n_states=2)
+    >>> model.grad_log_posterior(theta).shape
     (8,)
     """
 

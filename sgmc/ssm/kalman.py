@@ -165,6 +165,11 @@ def stationary_covariance(A: Array, Q: Array, fallback: Array | None = None, ite
     1.3333333333333333
     """
     xp = array_namespace(A, Q)
+    fb = Q if fallback is None else fallback
+    if A.shape[-1] == 1:  # closed form: Q / (1 - A^2)
+        a2 = A * A
+        ok = a2 < 1.0
+        return xp.where(ok, Q / xp.where(ok, 1.0 - a2, xp.ones_like(a2)), fb)
     mT = xp.matrix_transpose
     P, F = Q, A
     for _ in range(iters):
@@ -175,7 +180,6 @@ def stationary_covariance(A: Array, Q: Array, fallback: Array | None = None, ite
             F = xp.where(xp.isfinite(F), F, xp.zeros_like(F))
     resid = xp.max(xp.abs(F), axis=(-2, -1))
     ok = xp.isfinite(xp.sum(P, axis=(-2, -1))) & (resid < 1e-8)
-    fb = Q if fallback is None else fallback
     return xp.where(ok[:, None, None], P, fb)
 
 

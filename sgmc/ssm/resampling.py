@@ -288,7 +288,7 @@ def resample(rng: Any, weights: Array, scheme: str = "systematic", *, uniforms: 
     Examples
     --------
     >>> import numpy as np
-    >>> from sgmc.ssm import resample
+    >>> from sgmc.ssm.resampling import resample
     >>> w = np.array([0.5, 0.25, 0.125, 0.125])
     >>> resample(0, w, "systematic", uniforms=np.array([0.5]))
     array([0, 0, 1, 3])

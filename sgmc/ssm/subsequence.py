@@ -33,7 +33,7 @@ from .._array_api import Array, Namespace, array_namespace, device_of
 from .._validation import check_int
 from ..models.base import take_rows
 
-__all__ = ["Windows", "sample_windows", "inclusion_prob", "gather_windows", "check_window_sizes"]
+__all__ = ["Windows", "sample_windows", "all_windows", "windows_at", "inclusion_prob", "gather_windows", "check_window_sizes"]
 
 
 class Windows(NamedTuple):
@@ -155,22 +155,63 @@ def sample_windows(
     if xp is None:
         xp = array_namespace(s)
     dtype = xp.float64 if dtype is None else dtype
+    return _windows_at(xp, xp.astype(s, xp.int64), T, S, B, M, dtype)
+
+
+def _windows_at(xp, s, T, S, B, M, dtype):
     dev = device_of(s)
-    s = xp.astype(s, xp.int64)
     L = min(S + 2 * B, T)
-    zero = xp.zeros_like(s)
-    start = xp.maximum(s - B, zero)
+    start = xp.maximum(s - B, xp.zeros_like(s))
     end = xp.minimum(s + (S + B), xp.full_like(s, T))
     length = end - start
     j = xp.arange(L, dtype=xp.int64, device=dev)
-    t0 = start[..., None] + j  # 0-based time of each position
+    t0 = start[..., None] + j
     mask = j < length[..., None]
     core = (t0 >= s[..., None]) & (t0 < s[..., None] + S)
-    t1 = xp.where(mask, t0 + 1, xp.ones_like(t0))
-    prob = inclusion_prob(t1, T, S)
+    prob = inclusion_prob(xp.where(mask, t0 + 1, xp.ones_like(t0)), T, S)
     w = xp.astype(1.0 / (M * prob), dtype)
-    weight = xp.where(core & mask, w, xp.zeros_like(w))
-    return Windows(start, length, weight, mask, L)
+    return Windows(start, length, xp.where(core & mask, w, xp.zeros_like(w)), mask, L)
+
+
+def all_windows(T: int, S: int, B: int, xp: Namespace, dtype: Any = None, device: Any = None) -> Windows:
+    """Every one of the ``T - S + 1`` buffered subsequences, as ``M = T - S + 1`` windows of one chain.
+
+    Their weighted score is the *expectation* over the subsequence of the buffered gradient, which
+    makes the bias of the estimator computable exactly (no Monte Carlo).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc.ssm.subsequence import all_windows
+    >>> w = all_windows(6, 2, 1, np)
+    >>> w.start.shape, float(w.weight.sum())
+    ((1, 5), 6.0)
+    """
+    T, S, B = check_window_sizes(T, S, B)
+    n = T - S + 1
+    s = xp.reshape(xp.arange(n, dtype=xp.int64, device=device), (1, n))
+    return _windows_at(xp, s, T, S, B, n, xp.float64 if dtype is None else dtype)
+
+
+def windows_at(starts: Array, T: int, S: int, B: int, M: int = 1, dtype: Any = None) -> Windows:
+    """The buffered windows of given subsequence starts (0-based), an int array of shape (chains, M).
+
+    ``M`` only scales the weights (``1 / (M Pr(t in S))``); pass ``M=1`` for per-start scores.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc.ssm.subsequence import windows_at
+    >>> w = windows_at(np.array([[0], [5]]), T=10, S=3, B=2)
+    >>> w.start.ravel().tolist(), w.length.ravel().tolist()
+    ([0, 3], [5, 7])
+    """
+    T, S, B = check_window_sizes(T, S, B)
+    xp = array_namespace(starts, names=("starts",))
+    if starts.ndim != 2:
+        msg = f"`starts` must have shape (chains, M); got {tuple(starts.shape)}"
+        raise ValueError(msg)
+    return _windows_at(xp, xp.astype(starts, xp.int64), T, S, B, check_int(M, "M"), xp.float64 if dtype is None else dtype)
 
 
 def gather_windows(xp: Namespace, y: Array, windows: Windows) -> Array:
