@@ -6,7 +6,8 @@ log-likelihood increment. For the stochastic volatility model of the Aicher thes
 
     x_t = phi x_{t-1} + sigma eps_t,   eps_t ~ N(0, 1),      y_t | x_t ~ N(0, tau^2 exp(x_t)),
 
-the step is :func:`sv_bootstrap_step`. It is written against the array API and defines the result;
+the step is :func:`sv_bootstrap_step`, with the formulas of :class:`sgmc.ssm.stochvol.SVKernel`
+(``sigma`` and ``tau`` may carry a sign: the transition uses ``|sigma|``, the weight ``tau^2``). It is written against the array API and defines the result;
 on CuPy the backend runs it as one CUDA kernel (:func:`sgmc._dispatch.native` name
 ``"stochvol_step"``) that touches every particle once per pass. The random numbers ``eps`` are
 drawn by the caller, so both paths are deterministic functions of their inputs.
@@ -22,7 +23,7 @@ from .._dispatch import native
 
 __all__ = ["SVStep", "sv_bootstrap_step", "sv_bootstrap_step_twin"]
 
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_LOG_2PI = math.log(2.0 * math.pi)
 
 
 class SVStep(NamedTuple):
@@ -40,9 +41,10 @@ def sv_bootstrap_step_twin(
     """The array-API evaluation of :func:`sv_bootstrap_step`, which defines its result."""
     xp = array_namespace(x_prev, eps, y, phi, sigma, tau, w_prev)
     n = x_prev.shape[-1]
-    x = phi[:, None] * x_prev + sigma[:, None] * eps
-    half_y2 = 0.5 * y * y / (tau * tau)
-    log_w = (-_HALF_LOG_2PI - xp.log(tau))[:, None] - 0.5 * x - half_y2[:, None] * xp.exp(-x)
+    x = phi[:, None] * x_prev + xp.abs(sigma)[:, None] * eps
+    r = tau * tau
+    const = -0.5 * (_LOG_2PI + xp.log(r))
+    log_w = const[:, None] - 0.5 * x - (y * y)[:, None] * (0.5 / r)[:, None] * xp.exp(-x)
     if w_prev is None:
         a = log_w - math.log(n)
     else:
@@ -69,8 +71,8 @@ def sv_bootstrap_step(
     y : float array (batch,)
         The observation y_t of each filter.
     phi, sigma, tau : float arrays (batch,)
-        Each filter's parameters (persistence, state noise and observation scale, as standard
-        deviations).
+        Each filter's parameters: persistence, state noise and observation scale (standard
+        deviations up to sign, as in :class:`~sgmc.ssm.stochvol.SVKernel`).
     w_prev : float array (batch, N), optional
         Normalised weights carried from t - 1; ``None`` after resampling (equal weights 1/N).
 

@@ -1,10 +1,11 @@
 // One step of the bootstrap particle filter for the stochastic volatility model, fused.
 //
-// Model (Aicher thesis, Eq. 3.88): x_t = phi x_{t-1} + sigma eps_t, y_t | x_t ~ N(0, tau^2 exp(x_t)).
+// Model (Aicher thesis, Eq. 3.88): x_t = phi x_{t-1} + |sigma| eps_t, y_t | x_t ~ N(0, tau^2 exp(x_t)),
+// with the formulas of sgmc.ssm.stochvol.SVKernel (sigma and tau may carry a sign).
 // For each of `batch` independent filters (row b: its own phi, sigma, tau and observation y_b) and
 // its N particles, with pre-drawn standard normals eps, one block per row
-//   propagates  x_i = phi x_prev_i + sigma eps_i,
-//   weights     l_i = -log(2 pi)/2 - log tau - x_i / 2 - y^2 exp(-x_i) / (2 tau^2)   (incremental),
+//   propagates  x_i = phi x_prev_i + |sigma| eps_i,
+//   weights     l_i = -(log(2 pi) + log tau^2) / 2 - x_i / 2 - y^2 (1 / (2 tau^2)) exp(-x_i)   (incremental),
 //   normalises  a_i = log W_prev_i + l_i (log W_prev_i = -log N when no previous weights are given),
 //               W_i = exp(a_i - max a) / sum_j exp(a_j - max a),
 //   and returns the log-likelihood increment log sum_i W_prev_i exp(l_i) = max a + log sum exp(a - max a).
@@ -26,14 +27,16 @@ __device__ void sv_step(const T* __restrict__ x_prev, const T* __restrict__ eps,
     __shared__ double red_sum[SGMC_BLOCK];
     const long long row = blockIdx.x;
     const long long base = row * n;
-    const T ph = phi[row], sg = sigma[row], ta = tau[row], yb = y[row];
-    const T half_y2 = (T)0.5 * yb * yb / (ta * ta);
-    const T c0 = (T)(-0.91893853320467274178) - log(ta);  // -log(2 pi)/2 - log tau
+    const T ph = phi[row], sd = fabs(sigma[row]), ta = tau[row], yb = y[row];
+    const T r = ta * ta;
+    const T c0 = (T)(-0.5) * ((T)1.8378770664093454836 + log(r));  // -(log 2 pi + log tau^2) / 2
+    const T y2 = yb * yb;
+    const T inv_2r = (T)0.5 / r;
     const T log_n = log((T)n);
     T m = 0;
     for (long long i = threadIdx.x; i < n; i += BS) {
-        const T xi = ph * x_prev[base + i] + sg * eps[base + i];
-        const T li = c0 - (T)0.5 * xi - half_y2 * exp(-xi);
+        const T xi = ph * x_prev[base + i] + sd * eps[base + i];
+        const T li = c0 - (T)0.5 * xi - y2 * inv_2r * exp(-xi);
         const T ai = (w_prev != nullptr) ? log(w_prev[base + i]) + li : li - log_n;
         x[base + i] = xi;
         logw[base + i] = li;
