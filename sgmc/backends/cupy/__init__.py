@@ -13,13 +13,13 @@ compiled by NVRTC on first use; see :mod:`sgmc.backends.cupy._native` for the ho
 ===========================  ===================================================================
 name                         array-API twin that defines the result
 ===========================  ===================================================================
-``resample_systematic``      :func:`sgmc.ssm.resampling` systematic scheme
-``resample_stratified``      ... stratified
-``resample_multinomial``     ... multinomial (sorted uniforms)
-``resample_residual``        ... residual
+``resample_systematic``      :func:`sgmc.ssm.resampling.systematic_ancestors`
+``resample_stratified``      :func:`sgmc.ssm.resampling.stratified_ancestors`
+``resample_multinomial``     :func:`sgmc.ssm.resampling.multinomial_ancestors`
+``resample_residual``        :func:`sgmc.ssm.resampling.residual_ancestors`
 ``stein_row_sums``           :func:`sgmc.diagnostics._stein.row_sums_twin` (KSD pair sums)
 ``glm_grad_log_lik_sum``     ``_GLM._grad_log_lik_sum`` of the logistic and linear regressions
-``stochvol_step``            the stochastic volatility model's bootstrap propagate-and-weight step
+``stochvol_step``            :func:`sgmc.ssm.fused.sv_bootstrap_step_twin` (SV filter step)
 ===========================  ===================================================================
 """
 
