@@ -167,9 +167,9 @@ def sample(
     """
     if backend is not None:
         model = backends.move(model, backend)
-        if is_array(init):
-            init = backends.move(init, backend, device=getattr(model, "device", None))
     model = check_target(model)
+    if backend is not None and is_array(init):
+        init = backends.move(init, backend, device=model.device)
     xp = model.xp
     n_iter = check_int(n_iter, "n_iter")
     chains = check_int(chains, "chains")

@@ -230,9 +230,9 @@ def tune_step_size(
     """
     if backend is not None:
         model = backends.move(model, backend)
-        if is_array(init):
-            init = backends.move(init, backend, device=getattr(model, "device", None))
     model = check_target(model)
+    if backend is not None and is_array(init):
+        init = backends.move(init, backend, device=model.device)
     values = default_grid(model) if grid is None else _check_grid(grid)
     pilot_iters = check_int(pilot_iters, "pilot_iters", 1)
     chains = check_int(chains, "chains", 1)
