@@ -164,3 +164,26 @@ def test_particle_filter_end_to_end_on_cupy():
     host = run(lambda a: a)
     dev = run(cp.asarray)
     np.testing.assert_allclose(dev, host, rtol=1e-9)
+
+
+@pytest.mark.parametrize("resampling", ["systematic", "stratified", "multinomial", "residual"])
+def test_library_particle_filter_on_cupy_is_unbiased(resampling):
+    """``sgmc.ssm.particle.particle_filter`` on CuPy arrays (its resampling through the kernels):
+    the likelihood estimate's exponential averages to the Kalman likelihood within its standard error."""
+    from _helpers import Z_TOL
+    from sgmc.ssm import LGSSM
+    from sgmc.ssm.particle import ScalarLGSSMKernel, particle_filter
+
+    phi, sig, tau = 0.9, 0.7, 1.0
+    v0 = sig**2 / (1 - phi**2)
+    _, y = LGSSM.simulate_scalar(backends.default_rng(3), 30, (phi, 1 / sig, 1 / tau), 0.0, v0)
+    y = np.asarray(y)
+    ll = float(LGSSM(y, P0=v0).log_lik(np.array([[phi, 1 / sig, 1 / tau]]))[0])
+    B = 2000
+    kernel = ScalarLGSSMKernel(*(cp.full(B, v) for v in (phi, sig, tau)), proposal="bootstrap")
+    Y = cp.asarray(np.broadcast_to(y[None, :, None], (B, y.shape[0], 1)))
+    res = particle_filter(backends.default_rng(7, backend="cupy"), kernel, Y, 64, resampling=resampling)
+    assert isinstance(res.log_lik, cp.ndarray)
+    ratio = np.exp(cp.asnumpy(res.log_lik) - ll)
+    se = ratio.std(ddof=1) / np.sqrt(B)
+    assert abs(ratio.mean() - 1.0) <= Z_TOL * se and se < 0.1
