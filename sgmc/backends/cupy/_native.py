@@ -142,7 +142,11 @@ def stein_block(dim: int) -> int:
 
 
 def stein_row_sums(rt: Any, xp: Any, st: Any, block: int, triangle: str) -> Any:
-    """Native twin of :func:`sgmc.diagnostics._stein.row_sums`: the same sums, from one pair kernel."""
+    """Native twin of :func:`sgmc.diagnostics._stein.row_sums`: the same sums, from one pair kernel.
+
+    ``block`` sizes the twin's tiles (its memory); the kernel tiles by its own block of threads, so
+    here it only matters for dimensions above :data:`STEIN_MAX_DIM`, which run the twin.
+    """
     from ...diagnostics import _stein
 
     lib = rt.lib
