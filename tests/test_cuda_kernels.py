@@ -56,7 +56,7 @@ def _rel(a, b):
 @pytest.mark.parametrize("filename", sorted(KERNEL_FILES))
 def test_kernel_compiles_with_nvrtc(filename, arch):
     # a cubin, so that ptxas runs too (register allocation, shared memory limits)
-    binary, log = compile_source(filename, arch, cubin=True)
+    binary, log = compile_source(filename, arch, cubin=True, verbose=True)  # verbose: shared with the report
     assert binary[:4] == b"\x7fELF", f"{filename} for {arch}: NVRTC returned no cubin\n{log}"
     for name in kernel_names(filename):
         assert name.encode() in binary, f"kernel {name} missing from the {arch} cubin of {filename}"
@@ -67,6 +67,32 @@ def test_stein_kernel_compiles_at_the_largest_dimension():
     dim = _native.STEIN_MAX_DIM
     binary, _ = compile_source("stein.cu", "sm_80", {"SGMC_DIM": dim, "SGMC_BLOCK": _native.stein_block(dim)}, cubin=True)
     assert binary[:4] == b"\x7fELF"
+
+
+def test_h100_occupancy_arithmetic():
+    from sgmc.backends.cupy.report import occupancy
+
+    # 32 registers, 256 threads: 8 blocks fill the 2048 threads of an SM
+    assert occupancy(32, 0, 256)[:2] == (1.0, 8)
+    # 128 registers x 128 threads = 16 Ki registers per block: 4 blocks, 16 of 64 warps
+    assert occupancy(128, 0, 128) == (0.25, 4, "registers")
+    # 164 registers round up to 168 per thread (units of 256 per warp): 3 blocks of 4 warps
+    assert occupancy(164, 31744, 128)[:2] == (12 / 64, 3)
+    # shared memory: 100 KB + 1 KB reserved per block leaves room for 2 blocks in 228 KB
+    assert occupancy(32, 100 * 1024, 256) == (0.25, 2, "shared memory")
+
+
+@pytest.mark.skipif(bool(_NVRTC), reason=_NVRTC or "nvrtc")
+def test_resource_report_covers_every_kernel_without_spills():
+    from sgmc.backends.cupy.report import markdown, resource_report
+
+    rows = resource_report("sm_90")
+    names = {r.kernel for r in rows}
+    assert names == {n for f in KERNEL_FILES for n in kernel_names(f)}
+    for r in rows:
+        assert 0 < r.registers <= 255 and 0 < r.occupancy <= 1.0, r
+        assert r.spill_stores == 0 and r.spill_loads == 0, r
+    assert markdown(rows).count("\n") == len(rows) + 1
 
 
 @pytest.mark.skipif(bool(_NVRTC), reason=_NVRTC or "nvrtc")
