@@ -13,7 +13,7 @@ Models: the thesis's 2-dimensional rotating LGSSM (Fig. 3.4; A = 0.7 Rot(pi/4), 
 R = I), the scalar LGSSM of its particle experiments (A = 0.9, Q = 0.5, R = 1; the N = infinity line
 of Fig. 3.7), and a 2-state Gaussian HMM in R^2 with the thesis's switching matrix
 Pi = [[0.1, 0.9], [0.9, 0.1]] standing in for its ARHMM (Fig. 3.3; sgmc has no ARHMM). The
-particle-smoother dimension (N) is in docs/ssm_particle_bias.py.
+particle-smoother dimension (N) is covered with the particle methods (docs/particles.md).
 
 Run ``python docs/ssm_gradient_bias.py`` (T = 1000, 5 data sets, about a minute) or ``--quick``.
 Tables go to stdout, the figure to ``docs/figures/ssm_gradient_bias.png``.

@@ -19,6 +19,7 @@ DOCTEST_PAGES = [
     "docs/diagnostics.md",
     "docs/contracts.md",
     "docs/timeseries.md",
+    "docs/particles.md",
     "docs/backends.md",
 ]
 

@@ -75,7 +75,7 @@ def test_estimator_on_backends_matches_numpy(xb, lgssm_case):
 
 def test_sample_with_buffered_runs_every_sampler(lgssm_case):
     model, theta = lgssm_case
-    for sampler in ("sgld", "sghmc", "psgld"):
+    for sampler in ("sgld", "sghmc", "sgnht", "psgld"):
         tr = sgmc.sample(model, sampler, "buffered", step_size=1e-4, batch_size=8, n_iter=20, chains=2,
                          init=theta, rng=0, progress=False, estimator_options={"buffer": 4})
         assert np.all(np.isfinite(tr.draws)) and tr.draws.shape == (2, 20, 3)
@@ -102,3 +102,25 @@ def test_sgld_with_buffered_gradients_recovers_the_scalar_lgssm():
     # the posterior sd of T = 5000 points is a few hundredths: the truth must be within Z_TOL of them
     assert np.all(np.abs(mean - theta_true) < Z_TOL * sd), (mean, sd)
     assert np.all(sd < 0.2)
+
+
+def test_particle_method_agrees_with_the_kalman_smoother_on_the_same_windows():
+    """Same windows, same theta: the particle buffered gradient minus the exact one averages to zero
+    (the model's x_0 law is the stationary one, which the particle kernel also starts windows from),
+    and its spread falls like 1/sqrt(N)."""
+    theta = np.array([0.9, 2.0, 2.0])
+    _, y = LGSSM.simulate_scalar(backends.default_rng(1), 256, theta)
+    model = LGSSM(y, P0=0.25 / (1 - 0.81))
+    chains = 400
+    pos = np.broadcast_to(theta, (chains, 3))
+    exact, _, info_e = Buffered(model, subsequence_length=8, buffer=4).estimate(backends.default_rng(5), None, pos)
+    spread = {}
+    for n in (256, 1024):
+        est = Buffered(model, subsequence_length=8, buffer=4, method="particle", n_particles=n)
+        g, _, info_p = est.estimate(backends.default_rng(5), None, pos)
+        d = g - exact
+        se = d.std(axis=0) / np.sqrt(chains)
+        assert np.all(np.abs(d.mean(axis=0)) < Z_TOL * se), (n, d.mean(axis=0), se)
+        assert np.array_equal(np.asarray(info_p.n_evals), np.asarray(info_e.n_evals))
+        spread[n] = d.std(axis=0)
+    assert np.all(spread[1024] < 0.75 * spread[256]), spread

@@ -285,3 +285,75 @@ def test_exchange_rates_are_demeaned_log_returns(tmp_path, monkeypatch):
     assert (tmp_path / "ecdat_garch.npz").exists()
     with pytest.raises(ValueError, match="currencies"):
         exchange_rates("eur")
+
+
+def test_scalar_long_series_path_equals_the_step_by_step_recursion(xb, monkeypatch):
+    import sgmc.ssm.kalman as kalman
+
+    rng = np.random.default_rng(9)
+    b, L = 3, 300
+    a, q = np.array([0.9, 0.5, -0.95]), np.array([0.25, 1.0, 0.1])
+    c, r = np.array([1.0, 0.7, 1.3]), np.array([0.25, 2.0, 1.0])
+    col = lambda v: xb.asarray(v[:, None, None])  # noqa: E731
+    y = xb.asarray(rng.normal(size=(b, L, 1)))
+    w = xb.asarray(rng.uniform(size=(b, L)))
+    m0 = xb.asarray(np.array([[0.1], [0.0], [-0.3]]))
+    P0 = col(np.array([1.0, 2.0, 0.3]))
+    args = (col(a), col(q), col(c), col(r), y, m0, P0)
+    ll_fast, s_fast = kalman_stats(*args, weight=w)
+    monkeypatch.setattr(kalman, "FAST_MIN_LENGTH", 10**9)
+    ll_loop, s_loop = kalman_stats(*args, weight=w)
+    tol = max(1e-11, 1e3 * xb.eps)
+    np.testing.assert_allclose(xb.to_numpy(ll_fast), xb.to_numpy(ll_loop), rtol=tol)
+    for f, s in zip(s_fast, s_loop):
+        np.testing.assert_allclose(xb.to_numpy(f), xb.to_numpy(s), rtol=tol, atol=tol * float(np.abs(xb.to_numpy(s)).max()))
+
+
+@pytest.mark.slow
+def test_scalar_kalman_is_stable_over_a_million_steps():
+    sm_ks = pytest.importorskip("statsmodels.tsa.statespace.kalman_smoother")
+    theta = np.array([0.99, 2.0, 1.0])
+    _, y = LGSSM.simulate_scalar(backends.default_rng(0), 10**6, theta)
+    phi, q, r = 0.99, 0.25, 1.0
+    ks = sm_ks.KalmanSmoother(k_endog=1, k_states=1)
+    ks.bind(y[None, :])
+    ks["design"], ks["obs_cov"], ks["transition"] = np.ones((1, 1)), np.full((1, 1), r), np.full((1, 1), phi)
+    ks["selection"], ks["state_cov"] = np.ones((1, 1)), np.full((1, 1), q)
+    ks.initialize_known(np.zeros(1), np.full((1, 1), phi**2 + q))
+    res = ks.smooth()
+    one = np.ones((1, 1, 1))
+    s = kalman_smoother(phi * one, q * one, one, r * one, y[None, :, None], np.zeros((1, 1)), one)
+    np.testing.assert_allclose(kalman_loglik(phi * one, q * one, one, r * one, y[None, :, None], np.zeros((1, 1)), one)[0], res.llf_obs.sum(), rtol=1e-10)
+    np.testing.assert_allclose(s.mean[0, :, 0], res.smoothed_state[0], atol=1e-8)
+
+
+@pytest.mark.parametrize("T,S", [(10, 3), (10, 7), (9, 9), (12, 1)])
+def test_inclusion_probability_counts_the_covering_starts(T, S):
+    starts = np.arange(T - S + 1)
+    t = np.arange(1, T + 1)
+    covered = ((t[None, :] - 1 >= starts[:, None]) & (t[None, :] - 1 < starts[:, None] + S)).sum(axis=0)
+    np.testing.assert_allclose(inclusion_prob(t, T, S), covered / (T - S + 1), rtol=1e-15)
+    assert [inclusion_prob(int(k), T, S) for k in t] == pytest.approx(list(covered / (T - S + 1)))
+
+
+@pytest.mark.parametrize("n,m", [(5, 3), (10, 10)])
+def test_high_dimensional_lgssm_gradient_by_directional_derivatives(n, m):
+    rng = np.random.default_rng(n)
+    A = 0.8 * np.linalg.qr(rng.normal(size=(n, n)))[0]
+    model_sim = LGSSM(np.zeros((2, m)), state_dim=n)
+    C = np.eye(m, n) + 0.3 * rng.normal(size=(m, n))
+    C[: min(n, m), : min(n, m)] = np.eye(min(n, m))
+    theta = model_sim.unconstrain(LGSSMParams(A, 0.2 * np.eye(n), C, 0.5 * np.eye(m)))
+    _, y = model_sim.simulate(backends.default_rng(0), 40, theta)
+    model = LGSSM(y, state_dim=n)
+    assert model.dim == n * n + (m * n - min(n, m) ** 2) + n * (n + 1) // 2 + m * (m + 1) // 2
+    th = theta[None]
+    g = model.grad_log_posterior(th)[0]
+    d = 1e-6
+    for _ in range(3):
+        u = rng.normal(size=model.dim)
+        fd = (model.log_posterior(th + d * u)[0] - model.log_posterior(th - d * u)[0]) / (2 * d)
+        np.testing.assert_allclose(g @ u, fd, rtol=1e-5, atol=1e-4)
+    # S = T, B = 0: the window score is the exact gradient of the likelihood
+    w = sample_windows(backends.default_rng(1), model.T, model.T, 0, chains=1)
+    np.testing.assert_allclose(model.window_score(None, th, w)[0][0], model.grad_log_lik(th)[0], rtol=1e-9, atol=1e-9)

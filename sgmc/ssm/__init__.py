@@ -10,6 +10,7 @@ from ..estimators import ESTIMATORS as _ESTIMATORS
 from .base import StateSpaceModel, as_series
 from .buffered import Buffered
 from .forecast import Prediction, filtered_states, forecast, forecast_plot, one_step_predictions, smoothed_states
+from .garch import GARCH
 from .hmm import GaussianHMM, HMMParams, forward_backward
 from .kalman import (
     KalmanGrad,
@@ -23,6 +24,7 @@ from .kalman import (
 from .lgssm import LGSSM, LGSSMParams
 from .particle import ScalarLGSSMKernel, particle_filter, particle_window_score
 from .resampling import ess, resample, resample_if_low_ess
+from .stochvol import StochasticVolatility
 from .subsequence import Windows, all_windows, gather_windows, inclusion_prob, sample_windows, windows_at
 
 __all__ = [
@@ -50,6 +52,8 @@ __all__ = [
     "forecast",
     "forecast_plot",
     "GaussianHMM",
+    "StochasticVolatility",
+    "GARCH",
     "ScalarLGSSMKernel",
     "particle_filter",
     "particle_window_score",

@@ -110,7 +110,7 @@ class Buffered(Estimator):
     def estimate(self, rng, est_state, position):
         m = self.model
         chains = position.shape[0]
-        w_rng, s_rng = rng.spawn(2) if self.method == "particle" else (rng, None)
+        w_rng, s_rng = rng.spawn(2)  # the same windows for either method and seed
         windows = sample_windows(w_rng, self.T, self.S, self.B, chains, self.M, xp=m.xp, dtype=position.dtype)
         score, n_evals = m.window_score(s_rng, position, windows, method=self.method, **self.options)
         g = m.grad_log_prior(position) + score

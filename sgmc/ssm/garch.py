@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 from .._array_api import Array, array_namespace, is_array
 from .._validation import check_choice, check_int, check_positive
 from .base import StateSpaceModel
-from .particle import _LOG_2PI, KernelBase, _y_like
+from .particle import _LOG_2PI, KernelBase, _stack_terms, _y_like
 
 __all__ = ["GARCH", "GARCHParams", "GARCHKernel"]
 
@@ -150,9 +150,7 @@ class GARCHKernel(KernelBase):
         e = _y_like(y_t, nd) - xv
         r = self.p("r", nd)
         g_tau = (e * e - r) / (r * tau)
-        parts = (g_mu, g_phi, g_lam, g_tau)
-        shape = tuple(xp.broadcast_shapes(*(g.shape for g in parts)))
-        return xp.concat([xp.broadcast_to(g, shape) for g in parts], axis=-1)
+        return _stack_terms(xp, (g_mu, g_phi, g_lam, g_tau))
 
 
 class GARCH(StateSpaceModel):

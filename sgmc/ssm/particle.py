@@ -33,7 +33,8 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from .._array_api import Array, array_namespace
 from .._sampling import categorical
 from .._validation import check_choice, check_int
-from .resampling import SCHEMES, resample_if_low_ess
+from .._dispatch import native
+from .resampling import _TWINS, SCHEMES
 
 __all__ = [
     "ParticleKernel",
@@ -144,20 +145,54 @@ def _bcast(p: Array, ndim: int) -> Array:
 
 def _y_like(y_t: Array, ndim: int) -> Array:
     """Observations ``(Bt, obs_dim)`` shaped to broadcast against particles ``(Bt, ..., state_dim)``."""
+    if ndim == 3:
+        return y_t[:, None, :]
     xp = array_namespace(y_t)
     return xp.reshape(y_t, (y_t.shape[0],) + (1,) * (ndim - 2) + (y_t.shape[-1],))
+
+
+def _stack_terms(xp: Any, parts: tuple) -> Array:
+    """Concatenate per-coordinate score terms ``(..., 1)`` along the last axis after broadcasting."""
+    nd = max(len(g.shape) for g in parts)
+    shapes = [(1,) * (nd - len(g.shape)) + tuple(g.shape) for g in parts]
+    shape = tuple(max(dims) for dims in zip(*shapes))
+    return xp.concat([xp.broadcast_to(g, shape) for g in parts], axis=-1)
 
 
 def _gather(xp: Any, a: Array, flat_idx: Array, shape: tuple) -> Array:
     """Rows of ``a`` (Bt, N, ...) picked by flat indices ``b * N + j``; result ``shape + a.shape[2:]``."""
     bt, n = a.shape[0], a.shape[1]
     rest = tuple(a.shape[2:])
+    if rest == (1,):  # a 1-D gather is cheaper than a gather of rows of length 1
+        out = xp.take(xp.reshape(a, (bt * n,)), xp.reshape(flat_idx, (-1,)))
+        return xp.reshape(out, tuple(shape) + rest)
     flat = xp.reshape(a, (bt * n,) + rest)
     out = xp.take(flat, xp.reshape(flat_idx, (-1,)), axis=0)
     return xp.reshape(out, tuple(shape) + rest)
 
 
-def _normalise_exp(xp: Any, base: Array, logw: Array) -> tuple[Array, Array]:
+def _resampler(xp: Any, rng: Any, scheme: str, threshold: float | None, bt: int, n: int, dev: Any):
+    """``pick(w) -> (ancestors, resampled)`` for the filter loop, with the dispatch looked up once."""
+    fn = native(xp, "resample_" + scheme) or _TWINS[scheme]
+    u_shape = (bt,) if scheme == "systematic" else (bt, n)
+    ones = xp.ones((bt,), dtype=xp.bool, device=dev)
+    if threshold is None:
+        return lambda w: (fn(w, rng.uniform(u_shape, dtype=xp.float64)), ones)
+    if not (0.0 < float(threshold) <= 1.0):
+        msg = f"`ess_threshold` must be in (0, 1] or None; got {threshold!r}"
+        raise ValueError(msg)
+    ident = xp.arange(n, dtype=xp.int64, device=dev)[None, :]
+    level = float(threshold) * n
+
+    def pick(w: Array) -> tuple[Array, Array]:
+        anc = fn(w, rng.uniform(u_shape, dtype=xp.float64))
+        low = 1.0 < level * xp.sum(w * w, axis=1)  # ESS = 1 / sum W^2 < threshold * N
+        return xp.where(low[:, None], anc, ident), low
+
+    return pick
+
+
+def _normalise_exp(xp: Any, base: Array, logw: Array, uniform: bool = False, n: int = 1) -> tuple[Array, Array]:
     """``W ~ base * exp(logw)`` normalised per row, and ``log sum(base * exp(logw))``.
 
     One exponential per particle: the log-weights are shifted by their row maximum once, and the
@@ -165,6 +200,10 @@ def _normalise_exp(xp: Any, base: Array, logw: Array) -> tuple[Array, Array]:
     ``exp`` or ``log``).
     """
     mx = xp.max(logw, axis=1, keepdims=True)
+    if uniform:  # base = 1/N everywhere: fold it into the constant
+        e = xp.exp(logw - mx)
+        tot = xp.sum(e, axis=1, keepdims=True)
+        return e / tot, mx[:, 0] + (xp.log(tot[:, 0]) - math.log(n))
     e = base * xp.exp(logw - mx)
     tot = xp.sum(e, axis=1, keepdims=True)
     return e / tot, mx[:, 0] + xp.log(tot[:, 0])
@@ -257,13 +296,14 @@ def particle_filter(
     tau = xp.zeros((bt, n, kernel.dim), dtype=dtype, device=dev) if with_stat else None
     uniform_w = xp.full((bt, n), 1.0 / n, dtype=dtype, device=dev)
     adapted = bool(getattr(kernel, "adapted", False))
+    pick = _resampler(xp, rng, resampling, ess_threshold, bt, n, dev)
     for t in range(T):
         y_t = y[:, t, :]
         if adapted:
             w_sel, inc = _normalise_exp(xp, w, kernel.ancestor_log_weight(x, y_t))
-            anc, did = resample_if_low_ess(rng, w_sel, ess_threshold, resampling)
-            w_new = xp.where(did[:, None], uniform_w, w_sel)
-            flat = anc + row
+            anc, did = pick(w_sel)
+            w_new = uniform_w if ess_threshold is None else xp.where(did[:, None], uniform_w, w_sel)
+            flat = anc + row if bt > 1 else anc
             x_anc = _gather(xp, x, flat, (bt, n))
             x_new = kernel.propagate(rng, x_anc, y_t)
         else:
@@ -273,12 +313,12 @@ def particle_filter(
                 did = xp.zeros((bt,), dtype=xp.bool, device=dev)
                 x_anc, w_keep = x, w
             else:
-                anc, did = resample_if_low_ess(rng, w, ess_threshold, resampling)
-                flat = anc + row
+                anc, did = pick(w)
+                flat = anc + row if bt > 1 else anc
                 x_anc = _gather(xp, x, flat, (bt, n))
-                w_keep = xp.where(did[:, None], uniform_w, w)
+                w_keep = uniform_w if ess_threshold is None else xp.where(did[:, None], uniform_w, w)
             x_new = kernel.propagate(rng, x_anc, y_t)
-            w_new, inc = _normalise_exp(xp, w_keep, kernel.log_weight(x_anc, x_new, y_t))
+            w_new, inc = _normalise_exp(xp, w_keep, kernel.log_weight(x_anc, x_new, y_t), w_keep is uniform_w, n)
         if with_stat:
             c_t = _bcast(stat_weight[:, t], 3)
             if smoother == "path":
@@ -291,7 +331,7 @@ def particle_filter(
                 tau_new = _n2_update(xp, kernel, x, w, tau, x_new, y_t, c_t)
         if mask is None:
             x, w, log_lik = x_new, w_new, log_lik + inc
-            n_res = n_res + xp.astype(did, xp.int64)
+            n_res = n_res + (1 if ess_threshold is None and (adapted or t > 0) else xp.astype(did, xp.int64))
             if with_stat:
                 tau = tau_new
         else:
@@ -416,8 +456,14 @@ class KernelBase:
         return type(self)(**params, **self._options)
 
     def p(self, name: str, ndim: int) -> Array:
-        """Parameter ``name`` shaped to broadcast against an array with ``ndim`` axes."""
-        return _bcast(self._params[name], ndim)
+        """Parameter ``name`` shaped to broadcast against an array with ``ndim`` axes (cached)."""
+        key = (name, ndim)
+        cache = self.__dict__.setdefault("_shaped", {})
+        hit = cache.get(key)
+        if hit is None:
+            v = self._params[name]
+            hit = cache[key] = self.xp.reshape(v, (v.shape[0],) + (1,) * (ndim - 1))
+        return hit
 
     def _normal(self, rng: Any, shape: tuple) -> Array:
         return rng.normal(shape, dtype=self.dtype)
@@ -531,8 +577,7 @@ class ScalarLGSSMKernel(KernelBase):
         g_phi = d * x_prev / q
         g_ps = (q - d * d) / s
         g_pt = (r - e * e) / tau
-        shape = tuple(xp.broadcast_shapes(g_phi.shape, g_ps.shape, g_pt.shape))
-        return xp.concat([xp.broadcast_to(g, shape) for g in (g_phi, g_ps, g_pt)], axis=-1)
+        return _stack_terms(xp, (g_phi, g_ps, g_pt))
 
 
 def particle_window_score(

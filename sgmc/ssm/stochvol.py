@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 from .._array_api import Array, is_array
 from .._validation import check_int, check_positive
 from .base import StateSpaceModel
-from .particle import _LOG_2PI, KernelBase, _y_like
+from .particle import _LOG_2PI, KernelBase, _stack_terms, _y_like
 
 __all__ = ["StochasticVolatility", "SVParams", "SVKernel"]
 
@@ -111,8 +111,7 @@ class SVKernel(KernelBase):
         g_phi = d * x_prev * (1.0 - phi * phi) / q
         g_ps = (q - d * d) / s
         g_pt = (tau * tau - y * y * xp.exp(-x)) / tau
-        shape = tuple(xp.broadcast_shapes(g_phi.shape, g_ps.shape, g_pt.shape))
-        return xp.concat([xp.broadcast_to(g, shape) for g in (g_phi, g_ps, g_pt)], axis=-1)
+        return _stack_terms(xp, (g_phi, g_ps, g_pt))
 
 
 def ar1_scan(xp: Any, phi: Array, w: Array) -> Array:
