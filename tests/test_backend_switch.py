@@ -248,3 +248,16 @@ def test_cupy_backend_lists_a_kernel_for_every_dispatch_name():
     names.discard("subsample")  # NumPy's packed-integer draw; CuPy draws through the twin
     names.discard("categorical")
     assert names <= set(table), sorted(names - set(table))
+
+
+def test_move_carries_a_state_space_model():
+    """Models without a ``backend=`` constructor argument still move whole (what sample(backend=) does)."""
+    from sgmc.ssm import LGSSM
+
+    y = np.random.default_rng(0).normal(size=(40, 1))
+    model = LGSSM(y, P0=1.0)
+    theta = np.array([[0.9, 1.4, 1.0]])
+    moved = backends.move(model, "array_api_strict")
+    assert backends.get_backend(moved.y).name == "array_api_strict"
+    got = moved.log_lik(backends.asarray(theta, backend="array_api_strict"))
+    np.testing.assert_allclose(backends.to_numpy(got), model.log_lik(theta), rtol=1e-12)
