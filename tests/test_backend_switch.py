@@ -245,7 +245,6 @@ def test_cupy_backend_lists_a_kernel_for_every_dispatch_name():
         names |= set(re.findall(r'native\(\s*\w+(?:\.\w+)*\s*,\s*"(\w+)"', path.read_text()))
     names |= {"resample_" + s for s in ("systematic", "stratified", "multinomial", "residual")}
     names -= {"no_such_kernel", "resample_"}  # a docstring example; the prefix of the names added above
-    names.discard("subsample")  # NumPy's packed-integer draw; CuPy draws through the twin
     names.discard("categorical")
     assert names <= set(table), sorted(names - set(table))
 

@@ -301,3 +301,37 @@ def test_stochvol_kernel_matches_twin(emu, dtype):
             for name, g, t in zip(want._fields, got, want):
                 assert g.dtype == t.dtype and g.shape == t.shape, name
                 assert _rel(g, t) < tol, (name, b, n, w_prev is None)
+
+
+# ------------------------------------------------------------------------------------------------
+# minibatch indices
+
+
+def _twin_and_kernel(emu, seed, n_data, size, batch):
+    from sgmc import backends
+    from sgmc._sampling import subsample_twin
+
+    a, b = backends.default_rng(seed), backends.default_rng(seed)
+    got = _native.subsample(emu, a, n_data, size, batch, False)
+    want = subsample_twin(b, n_data, size, batch, False)
+    # the generators were consumed alike: their next draws agree
+    assert a.uniform((3,)).tolist() == b.uniform((3,)).tolist()
+    return got, want
+
+
+def test_subsample_kernel_matches_twin(emu):
+    # one row, rows of size 1, a row longer than the 128-thread tile, many rows
+    for seed, (n_data, size, batch) in enumerate([(1000, 10, 1), (50, 1, 7), (100_000, 300, 3), (5000, 40, 64)]):
+        got, want = _twin_and_kernel(emu, seed, n_data, size, batch)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+        assert all(len(set(r)) == size for r in got.tolist())
+
+
+def test_subsample_kernel_redraws_short_rows_like_the_twin(emu, monkeypatch):
+    from sgmc import _sampling
+
+    # no margin for repeats: many rows come up short and are drawn again
+    monkeypatch.setattr(_sampling, "oversample", lambda size, n_data: size)
+    got, want = _twin_and_kernel(emu, 9, 40, 8, 50)
+    np.testing.assert_array_equal(got, want)

@@ -20,6 +20,7 @@ name                         array-API twin that defines the result
 ``stein_row_sums``           :func:`sgmc.diagnostics._stein.row_sums_twin` (KSD pair sums)
 ``glm_grad_log_lik_sum``     ``_GLM._grad_log_lik_sum`` of the logistic and linear regressions
 ``stochvol_step``            :func:`sgmc.ssm.fused.sv_bootstrap_step_twin` (SV filter step)
+``subsample``                :func:`sgmc._sampling.subsample_twin` (minibatch indices)
 ===========================  ===================================================================
 """
 
@@ -128,6 +129,8 @@ def _device_of_args(args: tuple) -> Any:
     for a in args:
         if isinstance(a, cupy.ndarray):
             return a.device
+        if isinstance(a, CupyGenerator):
+            return a.device
         if isinstance(a, tuple) and hasattr(a, "_fields"):
             for v in a:
                 if isinstance(v, cupy.ndarray):
@@ -165,6 +168,7 @@ def native_table() -> dict:
         "stein_row_sums",
         "glm_grad_log_lik_sum",
         "stochvol_step",
+        "subsample",
     )
     return {name: _kernel_path(getattr(_native, name)) for name in names}
 

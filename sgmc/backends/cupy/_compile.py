@@ -33,6 +33,7 @@ KERNEL_FILES: dict[str, dict[str, int]] = {
     "stein.cu": {"SGMC_DIM": 10, "SGMC_BLOCK": 128},
     "glm.cu": {"SGMC_BLOCK": 128},
     "stochvol.cu": {"SGMC_BLOCK": 256},
+    "subsample.cu": {"SGMC_BLOCK": 128},
 }
 
 #: Architectures the kernels are checked to compile for: A100 (sm_80) and H100 (sm_90).

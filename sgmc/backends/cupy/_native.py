@@ -24,6 +24,7 @@ __all__ = [
     "stein_row_sums",
     "glm_grad_log_lik_sum",
     "stochvol_step",
+    "subsample",
 ]
 
 _THREADS = 256  # one-thread-per-element kernels
@@ -262,3 +263,42 @@ def stochvol_step(
          x, logw, w, loglik, np.int64(n)),
     )
     return x, logw, w, loglik
+
+
+# ------------------------------------------------------------------------------------------------
+# minibatch indices: twin sgmc._sampling.subsample_twin, name "subsample"
+
+
+def _first_distinct(rt: Any, draws: Any, size: int) -> tuple[Any, Any]:
+    lib = rt.lib
+    b, m = draws.shape
+    out = lib.zeros((b, size), dtype=lib.int64)
+    ok = lib.empty((b,), dtype=lib.int32)
+    bs = 128
+    k = rt.kernel("subsample.cu", "subsample_first_distinct", {"SGMC_BLOCK": bs})
+    k((max(1, b),), (bs,), (lib.ascontiguousarray(draws, dtype=lib.int64), out, ok, np.int64(m), np.int64(size)))
+    return out, ok.astype(bool)
+
+
+def subsample(rt: Any, rng: Any, n_data: int, size: int, batch: int, replace: bool = False) -> Any:
+    """Native twin of :func:`sgmc._sampling.subsample_twin`: the same draws, the same subsets.
+
+    Sparse subsets without replacement run one kernel over the integer draws (the twin sorts
+    twice); rows short of ``size`` distinct values are drawn again in the twin's order, so the
+    generator is consumed identically. Dense subsets and draws with replacement run the twin.
+    """
+    from ... import _sampling
+
+    if replace or size == n_data or size * 4 > n_data:
+        return _sampling.subsample_twin(rng, n_data, size, batch, replace)
+    lib = rt.lib
+    m = _sampling.oversample(size, n_data)
+    rows, ok = _first_distinct(rt, rng.integers(n_data, (batch, m)), size)
+    if bool(ok.all()):
+        return rows
+    todo = lib.nonzero(~ok)[0]
+    while todo.shape[0]:
+        again, ok = _first_distinct(rt, rng.integers(n_data, (int(todo.shape[0]), m)), size)
+        rows[todo[ok]] = again[ok]
+        todo = todo[~ok]
+    return rows

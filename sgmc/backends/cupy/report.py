@@ -61,7 +61,7 @@ class KernelResources(NamedTuple):
 
 def launch_threads(filename: str, kernel: str) -> int:
     """Threads per block the host code (:mod:`._native`) launches ``kernel`` with."""
-    if filename in ("stein.cu", "glm.cu", "stochvol.cu"):
+    if filename in ("stein.cu", "glm.cu", "stochvol.cu", "subsample.cu"):
         return KERNEL_FILES[filename]["SGMC_BLOCK"]
     return 256
 
