@@ -187,3 +187,14 @@ def test_library_particle_filter_on_cupy_is_unbiased(resampling):
     ratio = np.exp(cp.asnumpy(res.log_lik) - ll)
     se = ratio.std(ddof=1) / np.sqrt(B)
     assert abs(ratio.mean() - 1.0) <= Z_TOL * se and se < 0.1
+
+
+def test_subsample_kernel_on_device():
+    from sgmc._sampling import subsample, subsample_twin
+
+    for n_data, size, batch in [(100_000, 100, 1024), (5000, 300, 16)]:
+        a = backends.default_rng(3, backend="cupy")
+        b = backends.default_rng(3, backend="cupy")
+        got = subsample(a, n_data, size, batch)
+        want = subsample_twin(b, n_data, size, batch, False)
+        np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(want))
