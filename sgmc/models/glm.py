@@ -99,7 +99,7 @@ class _GLM(Model):
         return self._grad_log_lik_sum(theta, idx, weights)
 
     def _grad_log_lik_sum(self, theta: Array, idx: Array | None, weights: Array | None) -> Array:
-        if idx is not None:
+        if idx is not None and self._native_kind:
             # a backend's fused gather-and-reduce (a CUDA kernel on CuPy); this method is its twin
             fast = native(self.xp, "glm_grad_log_lik_sum")
             if fast is not None:

@@ -200,7 +200,8 @@ def glm_grad_log_lik_sum(
     """
     lib = rt.lib
     if (
-        theta.ndim != 2
+        kind not in _GLM_KINDS
+        or theta.ndim != 2
         or idx.ndim != 2
         or theta.shape[0] != idx.shape[0]
         or theta.dtype != X.dtype
