@@ -254,7 +254,7 @@ def _status(args, text: str) -> None:
 
 
 def _load_problem(args, cfg: dict) -> _Problem:
-    be = backends.get_backend(args.backend)
+    be = backends.require(args.backend)  # a missing library or GPU fails here, with what to install
     if args.data is not None:
         if args.test_fraction is None:
             args.test_fraction = 0.2
@@ -643,7 +643,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except _Failure as exc:
         message = str(exc)
-    except (ValueError, TypeError, FloatingPointError, ImportError, OSError) as exc:
+    except (ValueError, TypeError, FloatingPointError, ImportError, OSError, RuntimeError) as exc:
         message = str(exc)
     message = " ".join(message.split())
     print(f"{PROG}: error: {message}", file=sys.stderr)

@@ -155,6 +155,8 @@ def logistic_regression_data(
     rho: float = 0.4,
     n_test: int = 10_000,
     rng: Any = 0,
+    *,
+    backend: Any = None,
 ) -> SimulatedData:
     """Simulate the review's section 6.1 logistic regression data.
 
@@ -170,11 +172,14 @@ def logistic_regression_data(
         Size of the held-out set, drawn from the same distribution with the same theta.
     rng : int, numpy.random.SeedSequence or numpy.random.Generator, default 0
         Seed; equal seeds give identical data.
+    backend : str or Backend, optional
+        Return the arrays on this backend (e.g. ``"cupy"``: simulated on the host, copied to the
+        GPU once); NumPy by default.
 
     Returns
     -------
     SimulatedData
-        ``(X, y, X_test, y_test, theta_true, cov_x)`` as NumPy float64 arrays.
+        ``(X, y, X_test, y_test, theta_true, cov_x)`` as float64 arrays.
 
     Notes
     -----
@@ -192,7 +197,7 @@ def logistic_regression_data(
     cov, theta, (X, eta), (X_test, eta_test), gen = _simulate_linear_predictor(n, dim, rho, n_test, rng)
     y = (gen.random(n) < _sigmoid(eta)).astype(np.float64)
     y_test = (gen.random(n_test) < _sigmoid(eta_test)).astype(np.float64)
-    return SimulatedData(X, y, X_test, y_test, theta, cov)
+    return _on_backend(SimulatedData(X, y, X_test, y_test, theta, cov), backend)
 
 
 def linear_regression_data(
@@ -202,6 +207,8 @@ def linear_regression_data(
     n_test: int = 10_000,
     noise_sd: float = 1.0,
     rng: Any = 0,
+    *,
+    backend: Any = None,
 ) -> SimulatedData:
     """Simulate linear regression data with the covariates and coefficients of the review's section 6.1.
 
@@ -211,7 +218,7 @@ def linear_regression_data(
 
     Parameters
     ----------
-    n, dim, rho, n_test, rng
+    n, dim, rho, n_test, rng, backend
         As for :func:`logistic_regression_data`.
     noise_sd : float, default 1.0
 
@@ -233,7 +240,16 @@ def linear_regression_data(
     cov, theta, (X, eta), (X_test, eta_test), gen = _simulate_linear_predictor(n, dim, rho, n_test, rng)
     y = eta + noise_sd * gen.standard_normal(n)
     y_test = eta_test + noise_sd * gen.standard_normal(n_test)
-    return SimulatedData(X, y, X_test, y_test, theta, cov)
+    return _on_backend(SimulatedData(X, y, X_test, y_test, theta, cov), backend)
+
+
+def _on_backend(data: Any, backend: Any) -> Any:
+    """The loaders' ``backend=`` switch: one explicit copy of every array of ``data``."""
+    if backend is None:
+        return data
+    from . import backends
+
+    return backends.move(data, backend)
 
 
 def _sigmoid(eta: np.ndarray) -> np.ndarray:
@@ -300,6 +316,7 @@ def load_csv(
     header: bool | None = None,
     delimiter: str = ",",
     intercept: bool = False,
+    backend: Any = None,
 ) -> CSVData:
     """Read a numeric CSV file into a design matrix and a target vector.
 
@@ -315,6 +332,8 @@ def load_csv(
     delimiter : str, default ","
     intercept : bool, default False
         Prepend a column of ones to ``X`` (named ``"intercept"``).
+    backend : str or Backend, optional
+        Return ``X`` and ``y`` on this backend (e.g. ``"cupy"``); NumPy by default.
 
     Returns
     -------
@@ -401,7 +420,7 @@ def load_csv(
     if intercept:
         X = np.concatenate([np.ones((X.shape[0], 1)), X], axis=1)
         feature_names = ["intercept", *feature_names]
-    return CSVData(np.ascontiguousarray(X), y, feature_names, names[t])
+    return _on_backend(CSVData(np.ascontiguousarray(X), y, feature_names, names[t]), backend)
 
 
 # -- data for the preferential-subsampling studies ------------------------------------------------
@@ -549,7 +568,9 @@ class ExchangeRates(NamedTuple):
     currencies: tuple
 
 
-def exchange_rates(currencies: Any = ("dm",), scale: float = 100.0, refresh: bool = False) -> ExchangeRates:
+def exchange_rates(
+    currencies: Any = ("dm",), scale: float = 100.0, refresh: bool = False, *, backend: Any = None
+) -> ExchangeRates:
     """Daily exchange rates 1980-1987 (R package Ecdat, data set ``Garch``) as demeaned log returns.
 
     The returns are ``scale * diff(log rate)`` with the mean removed per currency, as for the
@@ -566,6 +587,8 @@ def exchange_rates(currencies: Any = ("dm",), scale: float = 100.0, refresh: boo
         Multiplier of the log returns.
     refresh : bool
         Rebuild the cached arrays.
+    backend : str or Backend, optional
+        Return the arrays on this backend (e.g. ``"cupy"``); NumPy by default.
 
     Returns
     -------
@@ -603,4 +626,4 @@ def exchange_rates(currencies: Any = ("dm",), scale: float = 100.0, refresh: boo
     cols = [EXCHANGE_CURRENCIES.index(c) for c in currencies]
     rates = arrays["rates"][:, cols]
     r = scale * np.diff(np.log(rates), axis=0)
-    return ExchangeRates(r - r.mean(axis=0), rates, arrays["dates"], currencies)
+    return _on_backend(ExchangeRates(r - r.mean(axis=0), rates, arrays["dates"], currencies), backend)

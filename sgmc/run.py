@@ -112,6 +112,7 @@ def sample(
     group_size: int | None = None,
     checkpoint: Any = None,
     checkpoint_every: int | None = None,
+    backend: Any = None,
     **unknown: Any,
 ) -> Trace:
     """Run stochastic gradient MCMC on ``model`` and return a :class:`~sgmc.Trace`.
@@ -175,6 +176,11 @@ def sample(
         (``executor=None``); the file is a pickle, so load only checkpoints you wrote.
     checkpoint_every : int, optional
         Iterations between checkpoints (default: a tenth of ``n_iter``).
+    backend : str or Backend, optional
+        Run on this backend: the model's data (and an array ``init``) are copied there once, before
+        anything else (:func:`sgmc.backends.move`); ``"cupy"`` runs everything on the current GPU,
+        with the CUDA kernels of the hot loops. A missing library or GPU raises with what to
+        install (``pip install "sgmc[gpu]"``). By default the model's arrays decide.
 
     Returns
     -------
@@ -214,7 +220,11 @@ def sample(
     if step_size is _REQUIRED:
         msg = "sample() needs `step_size`: h in the review's convention, a schedule or n_iter values"
         raise TypeError(msg)
+    if backend is not None:
+        model = backends.move(model, backend)
     model = check_target(model)
+    if backend is not None and is_array(init):
+        init = backends.move(init, backend, device=model.device)
     xp = model.xp
     wants_progress(progress)
     n_iter = check_int(n_iter, "n_iter")

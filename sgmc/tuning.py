@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from . import backends
+from ._array_api import is_array
 from ._progress import progress_bar
 from ._validation import check_int
 from .diagnostics.ess import ess
@@ -188,6 +189,7 @@ def tune_step_size(
     progress: Any = True,
     sampler_options: dict | None = None,
     estimator_options: dict | None = None,
+    backend: Any = None,
 ) -> TuningResult:
     """Choose a step size by the kernel Stein discrepancy of short pilot runs.
 
@@ -249,6 +251,11 @@ def tune_step_size(
     sampler_options, estimator_options : dict, optional
         As in :func:`sgmc.sample`.
 
+    backend : str or Backend, optional
+        Tune on this backend: the model's data (and an array ``init``) are copied there once
+        (:func:`sgmc.backends.move`), so the pilot runs and the KSD run there. By default the model's
+        arrays decide.
+
     Returns
     -------
     TuningResult
@@ -276,7 +283,11 @@ def tune_step_size(
     >>> [row["step_size"] for row in res.table]
     [0.001, 0.1, 3.9]
     """
+    if backend is not None:
+        model = backends.move(model, backend)
     model = check_target(model)
+    if backend is not None and is_array(init):
+        init = backends.move(init, backend, device=model.device)
     values = _check_grid(grid) if grid is not None else None
     pilot_iters = check_int(pilot_iters, "pilot_iters", 1)
     chains = check_int(chains, "chains", 1)

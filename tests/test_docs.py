@@ -37,6 +37,7 @@ DOCTEST_PAGES = [
     "docs/quickstart.md", "docs/models.md", "docs/samplers.md", "docs/diagnostics.md", "docs/contracts.md",
     "docs/subsampling.md", "docs/riemannian.md", "docs/simplex.md", "docs/noise-corrections.md",
     "docs/autodiff.md", "docs/convergence.md", "docs/timeseries.md", "docs/particles.md",
+    "docs/backends.md",
 ]
 PAGES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
 

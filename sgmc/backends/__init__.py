@@ -20,12 +20,13 @@ from typing import Any, Callable
 import numpy as np
 import array_api_compat
 
-from .._array_api import array_namespace, is_array
+from .._array_api import array_namespace, device_of, is_array
 from ._base import Backend, Generator, HostGenerator
 
 __all__ = [
     "Backend",
     "Generator",
+    "HostGenerator",
     "get_backend",
     "available_backends",
     "default_rng",
@@ -34,15 +35,28 @@ __all__ = [
     "synchronize",
     "register",
     "registered",
+    "require",
+    "move",
 ]
 
 _LOADERS: dict[str, Callable[[], Backend]] = {}
 _OWNS: dict[str, Callable[[Any], bool]] = {}
 _CACHE: dict[str, Backend] = {}
+_INSTALL: dict[str, str] = {}
 
 
-def register(name: str, loader: Callable[[], Backend], owns: Callable[[Any], bool] | None = None) -> None:
+def register(
+    name: str,
+    loader: Callable[[], Backend],
+    owns: Callable[[Any], bool] | None = None,
+    *,
+    install: str | None = None,
+) -> None:
     """Register a backend: ``loader() -> Backend`` runs on first use, ``owns(xp)`` recognises its namespace.
+
+    After registration the name works wherever sgmc takes ``backend=`` (``sample``, the models,
+    the data sets, ``ksd``, ``tune_step_size``, ``default_rng``, ``asarray``, :func:`move`), and
+    arrays of the library find their backend by themselves. docs/backends.md has a worked example.
 
     Parameters
     ----------
@@ -55,8 +69,31 @@ def register(name: str, loader: Callable[[], Backend], owns: Callable[[Any], boo
         ``owns(namespace) -> bool``, true for the library's array-API namespace, so that
         ``get_backend(array)`` finds the backend from arrays alone. Without it only lookups by name
         find the backend.
+    install : str, optional
+        How to install the library, quoted when ``loader`` raises ``ImportError``.
+
+    Examples
+    --------
+    A backend under a new name for the array-api-strict namespace (a real one would wrap JAX, dpnp,
+    ...), with host-drawn random numbers:
+
+    >>> import array_api_strict
+    >>> from sgmc import backends
+    >>> from sgmc.backends import Backend, HostGenerator
+    >>> def load():
+    ...     strict = backends.get_backend("array_api_strict")
+    ...     be = Backend(name="mystrict", xp=array_api_strict,
+    ...                  make_generator=lambda seq, device: HostGenerator(be, seq, device),
+    ...                  to_host=strict.to_host, from_host=strict.from_host,
+    ...                  default_device=strict.default_device)
+    ...     return be
+    >>> backends.register("mystrict", load)
+    >>> backends.asarray([1.0, 2.0], backend="mystrict").shape
+    (2,)
     """
     _LOADERS[name] = loader
+    if install is not None:
+        _INSTALL[name] = install
     if owns is not None:
         _OWNS[name] = owns
     else:
@@ -89,9 +126,10 @@ def _load_cupy() -> Backend:
 
 
 register("numpy", _load_numpy, array_api_compat.is_numpy_namespace)
-register("array_api_strict", _load_strict, array_api_compat.is_array_api_strict_namespace)
-register("torch", _load_torch, array_api_compat.is_torch_namespace)
-register("cupy", _load_cupy, array_api_compat.is_cupy_namespace)
+register("array_api_strict", _load_strict, array_api_compat.is_array_api_strict_namespace,
+         install="pip install array-api-strict")
+register("torch", _load_torch, array_api_compat.is_torch_namespace, install="pip install torch")
+register("cupy", _load_cupy, array_api_compat.is_cupy_namespace, install='pip install "sgmc[gpu]"')
 
 _ALIASES = {"np": "numpy", "strict": "array_api_strict", "array-api-strict": "array_api_strict"}
 
@@ -107,7 +145,8 @@ def _by_name(name: str) -> Backend:
         try:
             backend = _LOADERS[key]()
         except ImportError as exc:
-            msg = f"backend {key!r} is not installed ({exc}); install it or use backend='numpy'"
+            how = _INSTALL.get(key, "install its library")
+            msg = f"backend {key!r} is not installed here ({exc}); {how}, or use backend='numpy'"
             raise ImportError(msg) from exc
         if backend.name != key:
             msg = f"the loader registered as {key!r} returned a backend named {backend.name!r}"
@@ -148,6 +187,125 @@ def get_backend(obj: Any = "numpy") -> Backend:
     if is_array(obj):
         return _by_namespace(array_namespace(obj))
     msg = f"cannot infer a backend from {type(obj).__name__}; pass a backend name such as 'numpy'"
+    raise TypeError(msg)
+
+
+def require(backend: Any) -> Backend:
+    """The backend for ``backend`` (a name or a Backend), checked to be able to compute here.
+
+    Raises
+    ------
+    ImportError
+        The backend's library is not installed; the message says how to install it (for CuPy,
+        ``pip install "sgmc[gpu]"``).
+    RuntimeError
+        The library is installed but cannot compute here (CuPy without a usable CUDA device); the
+        message says why.
+    """
+    be = get_backend(backend)
+    if not be.is_available():
+        why = be.unavailable_reason() or "its is_available() check is false"
+        msg = f"backend {be.name!r} cannot compute on this machine: {why}"
+        raise RuntimeError(msg)
+    return be
+
+
+def _target_dtype(be: Backend, dtype: Any) -> Any:
+    from ._base import numpy_dtype
+
+    try:
+        return getattr(be.xp, numpy_dtype(dtype).name)
+    except (TypeError, AttributeError):
+        return dtype
+
+
+def _move_value(value: Any, be: Backend, device: Any, memo: dict) -> Any:
+    if id(value) in memo:
+        return memo[id(value)]
+    if is_array(value):
+        out = asarray(value, backend=be, device=device)
+    elif hasattr(value, "xp") and hasattr(value, "__dict__") and not isinstance(value, ModuleType):
+        out = _move_object(value, be, device, memo)
+    elif isinstance(value, tuple) and hasattr(value, "_fields"):
+        out = type(value)(*(_move_value(v, be, device, memo) for v in value))
+    elif isinstance(value, (tuple, list)):
+        out = type(value)(_move_value(v, be, device, memo) for v in value)
+    elif isinstance(value, dict):
+        out = {k: _move_value(v, be, device, memo) for k, v in value.items()}
+    else:
+        out = value
+    memo[id(value)] = out
+    return out
+
+
+def _move_object(obj: Any, be: Backend, device: Any, memo: dict) -> Any:
+    import copy
+
+    new = copy.copy(obj)
+    memo[id(obj)] = new
+    first = None
+    for key, value in vars(obj).items():
+        if key == "xp":
+            continue
+        moved = _move_value(value, be, device, memo)
+        if first is None and is_array(moved):
+            first = moved
+        new.__dict__[key] = moved
+    new.xp = be.xp
+    if "device" in vars(obj):
+        new.device = device_of(first) if first is not None else device
+    if "dtype" in vars(obj):
+        new.dtype = _target_dtype(be, obj.dtype)
+    hook = getattr(new, "_moved", None)
+    if callable(hook):
+        hook(be)
+    return new
+
+
+def move(obj: Any, backend: Any, *, device: Any = None) -> Any:
+    """Copy an array, a model, or a tuple/list/dict of them to ``backend`` (and ``device``): the explicit move.
+
+    This is what ``backend=`` does in :func:`sgmc.sample`, the model constructors, the data-set
+    loaders, :func:`sgmc.diagnostics.ksd` and :func:`sgmc.tune_step_size`; sgmc copies data between
+    libraries or devices nowhere else. A model is copied shallowly with every array attribute (and
+    nested model) converted, and ``xp``, ``device`` and ``dtype`` updated; a model whose arrays are
+    already there is returned as it is.
+
+    Parameters
+    ----------
+    obj : array, model, or tuple/list/dict/NamedTuple of them
+    backend : str or Backend
+        Checked with :func:`require`: a missing library or GPU raises with what to install.
+    device : optional
+        Target device; the backend's default (CuPy: the current device) if omitted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc import backends
+    >>> from sgmc.models import LinearRegression
+    >>> model = LinearRegression(np.eye(3), np.ones(3))
+    >>> moved = backends.move(model, "array_api_strict")
+    >>> backends.get_backend(moved.X).name, backends.get_backend(model.X).name
+    ('array_api_strict', 'numpy')
+    """
+    be = require(backend)
+    if device is None:
+        device = be.default_device
+    if is_array(obj):
+        if get_backend(obj) == be and (device is None or device_of(obj) == device):
+            return obj
+        return asarray(obj, backend=be, device=device)
+    xp = getattr(obj, "xp", None)
+    if xp is not None and not isinstance(obj, ModuleType):
+        same = get_backend(xp) == be
+        here = getattr(obj, "device", None)
+        if same and (device is None or here is None or here == device):
+            return obj
+        return _move_object(obj, be, device, {})
+    if isinstance(obj, (tuple, list, dict)):
+        return _move_value(obj, be, device, {})
+    msg = f"`obj` must be an array, a model or a container of them; got {type(obj).__name__}"
     raise TypeError(msg)
 
 

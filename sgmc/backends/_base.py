@@ -68,6 +68,9 @@ class Backend:
     is_available : callable
         ``is_available() -> bool``: whether the library can compute here (a GPU library without a
         usable device is installed but not available). Never raises.
+    unavailable_reason : callable
+        ``unavailable_reason() -> str``: why ``is_available()`` is false, in words a user can act
+        on (empty when it is true).
     on_cpu : callable
         ``on_cpu(device) -> bool``: whether arrays on ``device`` live in host memory, where
         cache-sized blocking of batched work pays.
@@ -90,6 +93,7 @@ class Backend:
     native: dict = field(default_factory=dict)
     quiet_float: Callable[[], Any] = field(default=contextlib.nullcontext)
     is_available: Callable[[], bool] = field(default=_always)
+    unavailable_reason: Callable[[], str] = field(default=lambda: "")
     on_cpu: Callable[[Any], bool] = field(default=_always)
     numpy_arrays: bool = False
 

@@ -48,6 +48,7 @@ __all__ = [
     "Stein",
     "make_stein",
     "row_sums",
+    "row_sums_twin",
     "kernel_column",
     "kernel_diagonal",
     "accumulator_dtype",
@@ -325,6 +326,8 @@ class Stein(NamedTuple):
     u: Array | None  # sum kind: A x
     su: Array | None  # sum kind: s * A x + diag(A)
     uu: Array | None  # sum kind: (A x)^2
+    # (x, A x, c^2, tr A, diag A) for pair kernels that form differences directly (native paths)
+    pair: tuple | None = None
 
 
 def make_stein(
@@ -361,14 +364,19 @@ def make_stein(
             g2 = xp.concat([u, uu, one], axis=1)
         f1 = b2 * xp.concat([u, s, one, const - su], axis=1)
         g1 = xp.concat([s, u, -su, one], axis=1)
-        return Stein(kind, beta, beta == -0.5, fb, gbt, s, f1, g1, f2, g2, k2, None, None, None)
-    if pre.scalar is not None:
-        diag = xp.full((1, d), pre.scalar, dtype=dtype, device=dev)
-    else:
-        diag = xp.linalg.diagonal(pre.matrix)[None, :]
+        pair = (x, u, c * c, tr, _diagonal(xp, pre, d, dtype, dev))
+        return Stein(kind, beta, beta == -0.5, fb, gbt, s, f1, g1, f2, g2, k2, None, None, None, pair)
+    diag = _diagonal(xp, pre, d, dtype, dev)[None, :]
     g1 = xp.concat([s, u, s * u, one], axis=1)
     g2 = xp.concat([u, u * u, one], axis=1)
-    return Stein(kind, beta, beta == -0.5, fb, gbt, s, None, g1, None, g2, 0.0, u, s * u + diag, u * u)
+    pair = (x, u, c * c, tr, diag[0, :])
+    return Stein(kind, beta, beta == -0.5, fb, gbt, s, None, g1, None, g2, 0.0, u, s * u + diag, u * u, pair)
+
+
+def _diagonal(xp: Namespace, pre: Preconditioner, d: int, dtype: Any, dev: Any) -> Array:
+    if pre.scalar is not None:
+        return xp.full((d,), pre.scalar, dtype=dtype, device=dev)
+    return xp.linalg.diagonal(pre.matrix)
 
 
 def _contract(
@@ -440,11 +448,17 @@ def row_sums(xp: Namespace, st: Stein, block: int, triangle: str) -> Any:
     (N,) or (N, d), whose cumulative sums are the prefix V-statistics.
 
     A backend may replace this function with a native kernel registered as ``"stein_row_sums"``
-    (:func:`sgmc._dispatch.native`), called with the same arguments; this function is its twin.
+    (:func:`sgmc._dispatch.native`), called with the same arguments; :func:`row_sums_twin` is its
+    twin.
     """
     fast = native(xp, "stein_row_sums")
     if fast is not None:
         return fast(xp, st, block, triangle)
+    return row_sums_twin(xp, st, block, triangle)
+
+
+def row_sums_twin(xp: Namespace, st: Stein, block: int, triangle: str) -> Any:
+    """The array-API evaluation of :func:`row_sums`, which defines its result."""
     n = int(st.s.shape[0])
     dtype, dev = st.s.dtype, device_of(st.s)
     acc = accumulator_dtype(xp, dtype, dev)

@@ -27,10 +27,17 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Sequence
 
-from .._array_api import Array, device_of
+from .._array_api import Array, device_of, is_array
 from . import _stein
 
 __all__ = ["ksd", "cumulative_ksd", "ksd_preconditioner", "ksd_by_variable", "KSDByVariable"]
+
+
+def _on_backend(backend: Any, *arrays: Any) -> tuple:
+    """The explicit ``backend=`` move of array inputs (other values pass through)."""
+    from .. import backends
+
+    return tuple(backends.move(a, backend) if is_array(a) else a for a in arrays)
 
 
 def ksd(
@@ -42,6 +49,7 @@ def ksd(
     kind: str = "sum",
     preconditioner: Any = None,
     block: int | None = None,
+    backend: Any = None,
 ) -> Array:
     """Kernel Stein discrepancy of a sample with the IMQ kernel (a V-statistic).
 
@@ -73,6 +81,10 @@ def ksd(
     block : int, optional
         Rows per block (default 128). Tiles are ``block x max(block, 32768 // block)`` pairs, so
         memory is O(block * max(block, 32768 / block) + n d). The value changes only rounding.
+    backend : str or Backend, optional
+        Compute on this backend: ``samples``, ``scores`` (and an array ``preconditioner``) are
+        copied there first (:func:`sgmc.backends.move`). On ``"cupy"`` the pair sums run in a CUDA
+        kernel. By default the inputs decide.
 
     Returns
     -------
@@ -92,6 +104,10 @@ def ksd(
         return ksd_by_variable(samples, scores, c=c, beta=beta, preconditioner=preconditioner, block=block)
     c, beta = _stein.check_c_beta(c, beta)
     kind = _stein.check_kind(kind)
+    if backend is not None:
+        samples, scores = _on_backend(backend, samples, scores)
+        if is_array(preconditioner):
+            preconditioner = _on_backend(backend, preconditioner)[0]
     xp, x, s, _ = _stein.prepare_inputs(samples, scores, chains_first=True)
     n = int(x.shape[0])
     blk = _stein.check_block(block, n)

@@ -91,6 +91,7 @@ __all__ = [
     "check_target",
     "require",
     "provides",
+    "on_backend",
 ]
 
 
@@ -224,6 +225,23 @@ def same_library(xp1: Any, xp2: Any) -> bool:
         return backends.get_backend(xp1) == backends.get_backend(xp2)
     except (TypeError, ValueError, ImportError):
         return xp1 is xp2
+
+
+def on_backend(backend: Any, *values: Any, device: Any = None) -> tuple:
+    """The ``backend=`` switch of model constructors: move array-like ``values`` to ``backend``.
+
+    ``backend=None`` returns the values unchanged (the arrays decide). Otherwise arrays and nested
+    sequences are copied to the backend and device (:func:`sgmc.backends.move`, which says what to
+    install when the library or the GPU is missing); Python scalars pass through.
+    """
+    if backend is None:
+        return values
+    out = []
+    for v in values:
+        if is_array(v) or isinstance(v, (list, tuple)):
+            v = backends.move(as_data_array(v, "data"), backend, device=device)
+        out.append(v)
+    return tuple(out)
 
 
 def check_compatible(model: Any, x: Array, name: str) -> None:
@@ -407,10 +425,16 @@ class Model:
         return f"{type(self).__name__}(n_data={self.n_data}, dim={self.dim})"
 
 
-def validate_design(X: Any, y: Any, *, y_name: str = "y") -> tuple[Namespace, Array, Array, Any]:
-    """Shared checks for regression data: 2-D finite X, 1-D finite y of matching length."""
+def validate_design(
+    X: Any, y: Any, *, y_name: str = "y", backend: Any = None
+) -> tuple[Namespace, Array, Array, Any]:
+    """Shared checks for regression data: 2-D finite X, 1-D finite y of matching length.
+
+    ``backend`` moves the data there first (the constructors' explicit switch).
+    """
     X = as_data_array(X, "X")
     y = as_data_array(y, y_name)
+    X, y = on_backend(backend, X, y)
     xp = array_namespace(X, y, names=("X", y_name))
     if X.ndim != 2:
         msg = f"`X` must be 2-D (n_data, dim); got shape {tuple(X.shape)}"

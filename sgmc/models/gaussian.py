@@ -22,7 +22,7 @@ from .._array_api import (
     is_array,
 )
 from .._validation import check_nonnegative, check_positive, check_step_size
-from .base import Model, as_data_array, take_rows
+from .base import Model, as_data_array, on_backend, take_rows
 
 __all__ = ["Gaussian", "GaussianTarget"]
 
@@ -81,6 +81,8 @@ class Gaussian(Model):
         Known data covariance (a scalar means ``cov * I``).
     prior_mean : float or array (dim,), default 0.0
     prior_cov : float or array (dim, dim), default 10.0
+    backend : str or Backend, optional
+        Move the arrays to this backend first (e.g. ``"cupy"``); by default the arrays decide.
 
     Examples
     --------
@@ -92,7 +94,10 @@ class Gaussian(Model):
     True
     """
 
-    def __init__(self, y: Any, cov: Any = 1.0, prior_mean: Any = 0.0, prior_cov: Any = 10.0):
+    def __init__(
+        self, y: Any, cov: Any = 1.0, prior_mean: Any = 0.0, prior_cov: Any = 10.0, *, backend: Any = None
+    ):
+        y, cov, prior_mean, prior_cov = on_backend(backend, y, cov, prior_mean, prior_cov)
         y = as_data_array(y, "y")
         xp = array_namespace(y, names=("y",))
         if y.ndim != 2 or y.shape[0] == 0:
@@ -184,6 +189,8 @@ class GaussianTarget(Model):
     ----------
     mean : array (dim,)
     cov : array (dim, dim)
+    backend : str or Backend, optional
+        Move the arrays to this backend first (e.g. ``"cupy"``); by default the arrays decide.
 
     Examples
     --------
@@ -194,7 +201,8 @@ class GaussianTarget(Model):
            [0.5, 1.5]])
     """
 
-    def __init__(self, mean: Any, cov: Any):
+    def __init__(self, mean: Any, cov: Any, *, backend: Any = None):
+        mean, cov = on_backend(backend, mean, cov)
         mean = as_data_array(mean, "mean")
         xp = array_namespace(mean, names=("mean",))
         if mean.ndim != 1:

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import backends
 from .._array_api import Array, device_of
+from .._dispatch import native
 from .._validation import check_positive
 from .base import Model, take_rows, validate_design
 
@@ -35,16 +36,24 @@ class _GLM(Model):
     """
 
     _eta_curvature: float = 1.0  # sup over eta of -d^2 log f / d eta^2
+    _native_kind: str = ""  # name of the model in native kernels ("logistic", "linear")
+    _native_param: float = 0.0
     block_elements: int | None = 2**17
 
-    def __init__(self, X: Any, y: Any, prior_var: float = 10.0):
-        xp, X, y, dtype = validate_design(X, y)
+    def __init__(self, X: Any, y: Any, prior_var: float = 10.0, *, backend: Any = None):
+        xp, X, y, dtype = validate_design(X, y, backend=backend)
         super().__init__(X.shape[0], X.shape[1], xp, dtype, device=device_of(X))
         self.X = X
         self.y = y
         self.prior_var = check_positive(prior_var, "prior_var")
-        if not backends.get_backend(xp).on_cpu(self.device):
+        self._moved(backends.get_backend(xp if backend is None else backend))
+
+    def _moved(self, backend: Any) -> None:
+        # called by sgmc.backends.move as well: chain blocking pays on CPUs only
+        if not backend.on_cpu(self.device):
             self.block_elements = None
+        else:
+            self.__dict__.pop("block_elements", None)
 
     # prior N(0, prior_var I)
     def log_prior(self, theta: Array) -> Array:
@@ -90,6 +99,13 @@ class _GLM(Model):
         return self._grad_log_lik_sum(theta, idx, weights)
 
     def _grad_log_lik_sum(self, theta: Array, idx: Array | None, weights: Array | None) -> Array:
+        if idx is not None and self._native_kind:
+            # a backend's fused gather-and-reduce (a CUDA kernel on CuPy); this method is its twin
+            fast = native(self.xp, "glm_grad_log_lik_sum")
+            if fast is not None:
+                out = fast(self._native_kind, self.X, self.y, theta, idx, weights, self._native_param)
+                if out is not NotImplemented:
+                    return out
         eta, y, Xb = self._linear(theta, idx)
         r = self._terms(eta, y, want=(False, True, False))[1]
         if weights is not None:
@@ -168,6 +184,8 @@ class LinearRegression(_GLM):
     y : array, shape (n_data,)
     noise_var : float, default 1.0
     prior_var : float, default 10.0
+    backend : str or Backend, optional
+        Move ``X`` and ``y`` to this backend first (e.g. ``"cupy"``); by default the arrays decide.
 
     Examples
     --------
@@ -180,10 +198,13 @@ class LinearRegression(_GLM):
     array([ 1. , -2. ,  0.5])
     """
 
-    def __init__(self, X: Any, y: Any, noise_var: float = 1.0, prior_var: float = 10.0):
-        super().__init__(X, y, prior_var=prior_var)
+    _native_kind = "linear"
+
+    def __init__(self, X: Any, y: Any, noise_var: float = 1.0, prior_var: float = 10.0, *, backend: Any = None):
+        super().__init__(X, y, prior_var=prior_var, backend=backend)
         self.noise_var = check_positive(noise_var, "noise_var")
         self._eta_curvature = 1.0 / self.noise_var
+        self._native_param = self.noise_var
 
     def _terms(self, eta, y, want):
         resid = y - eta
@@ -215,6 +236,8 @@ class LogisticRegression(_GLM):
     X : array, shape (n_data, dim)
     y : array, shape (n_data,), values 0 or 1
     prior_var : float, default 10.0
+    backend : str or Backend, optional
+        Move ``X`` and ``y`` to this backend first (e.g. ``"cupy"``); by default the arrays decide.
 
     Examples
     --------
@@ -227,9 +250,10 @@ class LogisticRegression(_GLM):
     """
 
     _eta_curvature = 0.25
+    _native_kind = "logistic"
 
-    def __init__(self, X: Any, y: Any, prior_var: float = 10.0):
-        super().__init__(X, y, prior_var=prior_var)
+    def __init__(self, X: Any, y: Any, prior_var: float = 10.0, *, backend: Any = None):
+        super().__init__(X, y, prior_var=prior_var, backend=backend)
         xp = self.xp
         if not bool(xp.all((self.y == 0) | (self.y == 1))):
             msg = "`y` must contain only 0 and 1 for logistic regression"

@@ -1,0 +1,305 @@
+"""Host side of the native CUDA kernels: shapes, dtypes, launch sizes and the final reductions.
+
+Each function here replaces an array-API twin elsewhere in sgmc (named in its docstring) and returns
+the same values for the same inputs. They are written against a small runtime interface, ``rt.lib``
+(an array module with NumPy's API: ``cupy`` on a GPU) and ``rt.kernel(file, name, defines)`` (a
+launchable kernel), so that the tests can run this very code, with the very kernel source, on the
+CPU. The backend binds them to a :class:`~sgmc.backends.cupy._compile.CupyRuntime`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "STEIN_MAX_DIM",
+    "stein_block",
+    "resample_systematic",
+    "resample_stratified",
+    "resample_multinomial",
+    "resample_residual",
+    "stein_row_sums",
+    "glm_grad_log_lik_sum",
+    "stochvol_step",
+    "subsample",
+]
+
+_THREADS = 256  # one-thread-per-element kernels
+
+#: Largest dimension the Stein pair kernel handles (a row's features live in registers); beyond it
+#: the blocked array-API version runs, whose tiles are matrix products that suit a GPU at large d.
+STEIN_MAX_DIM = 32
+
+_SHARED_BUDGET = 40 * 1024  # bytes of static shared memory per block for the column tiles
+
+
+def _suffix(dtype: Any) -> str:
+    dt = np.dtype(str(dtype).rsplit(".", 1)[-1])
+    if dt == np.float64:
+        return "f64"
+    if dt == np.float32:
+        return "f32"
+    msg = f"the CUDA kernels take float32 or float64 arrays; got {dt}"
+    raise TypeError(msg)
+
+
+def _grid(count: int, threads: int = _THREADS) -> tuple[int]:
+    return (max(1, -(-count // threads)),)
+
+
+# ------------------------------------------------------------------------------------------------
+# resampling: twins sgmc.ssm.resampling.<scheme>_ancestors, names "resample_<scheme>"
+#
+# The kernels compute the twins' cumulative offspring counts with the twins' own floating-point
+# operations and write the ancestors directly; the inputs they need (running sums of the weights,
+# and for multinomial and residual the sorted uniforms) are formed here with the same operations as
+# in the twins, so the integers agree exactly.
+
+
+def _cumulative(rt: Any, weights: Any) -> Any:
+    lib = rt.lib
+    w = lib.asarray(weights, dtype=lib.float64)
+    return lib.ascontiguousarray(lib.cumsum(w, axis=-1))
+
+
+def _launch_rows(rt: Any, name: str, batch: int, n: int, *arrays: Any) -> Any:
+    lib = rt.lib
+    out = lib.empty((batch, n), dtype=lib.int64)
+    k = rt.kernel("resample.cu", name)
+    k(_grid(batch * n), (_THREADS,), (*arrays, out, np.int64(batch), np.int64(n)))
+    return out
+
+
+def resample_systematic(rt: Any, weights: Any, uniforms: Any) -> Any:
+    """Native ``resample_systematic``: one pass over the running sums, one write of the ancestors."""
+    lib = rt.lib
+    cum = _cumulative(rt, weights)
+    batch, n = cum.shape
+    u = lib.ascontiguousarray(lib.reshape(lib.asarray(uniforms, dtype=lib.float64), (batch,)))
+    return _launch_rows(rt, "resample_systematic", batch, n, cum, u)
+
+
+def resample_stratified(rt: Any, weights: Any, uniforms: Any) -> Any:
+    """Native ``resample_stratified``: one uniform per stratum, one pass."""
+    lib = rt.lib
+    cum = _cumulative(rt, weights)
+    batch, n = cum.shape
+    u = lib.ascontiguousarray(lib.asarray(uniforms, dtype=lib.float64))
+    return _launch_rows(rt, "resample_stratified", batch, n, cum, u)
+
+
+def _sorted_search(rt: Any, cdf01: Any, s: Any, base: Any) -> Any:
+    lib = rt.lib
+    batch, n = cdf01.shape
+    return _launch_rows(rt, "resample_sorted", batch, n, lib.ascontiguousarray(cdf01), lib.ascontiguousarray(s), base)
+
+
+def resample_multinomial(rt: Any, weights: Any, uniforms: Any) -> Any:
+    """Native ``resample_multinomial``: order statistics by the twin's O(N) recursion, then one pass."""
+    from ...ssm.resampling import sorted_uniforms
+
+    lib = rt.lib
+    cum = _cumulative(rt, weights)
+    batch, n = cum.shape
+    last = lib.full((batch, 1), float(n), dtype=lib.float64)
+    v = lib.concatenate([cum[:, :-1] * (float(n) / cum[:, -1:]), last], axis=1)
+    return _sorted_search(rt, v / float(n), sorted_uniforms(uniforms), None)
+
+
+def resample_residual(rt: Any, weights: Any, uniforms: Any) -> Any:
+    """Native ``resample_residual``: deterministic copies plus multinomial on the fractional parts."""
+    from ...ssm.resampling import sorted_uniforms
+
+    lib = rt.lib
+    w = lib.asarray(weights, dtype=lib.float64)
+    n = w.shape[-1]
+    nw = w * (float(n) / lib.sum(w, axis=-1, keepdims=True))
+    fl = lib.floor(nw)
+    det = lib.clip(lib.cumsum(fl, axis=-1).astype(lib.int64), 0, n)
+    r_count = n - det[:, -1]
+    cf = lib.cumsum(nw - fl, axis=-1)
+    tot = cf[:, -1:]
+    cf01 = lib.where(tot > 0.0, cf / lib.where(tot > 0.0, tot, 1.0), 1.0)
+    s = sorted_uniforms(uniforms, r_count)
+    return _sorted_search(rt, cf01, s, lib.ascontiguousarray(det))
+
+
+# ------------------------------------------------------------------------------------------------
+# KSD: twin sgmc.diagnostics._stein.row_sums_twin, name "stein_row_sums"
+
+
+def stein_block(dim: int) -> int:
+    """Threads (rows and columns per tile) for dimension ``dim``: the three column tiles fit in shared memory.
+
+    One module holds the float32 and the float64 kernels, so the float64 tiles decide.
+    """
+    bs = 128
+    while bs > 32 and 3 * bs * dim * 8 > _SHARED_BUDGET:
+        bs //= 2
+    return bs
+
+
+def stein_row_sums(rt: Any, xp: Any, st: Any, block: int, triangle: str) -> Any:
+    """Native twin of :func:`sgmc.diagnostics._stein.row_sums`: the same sums, from one pair kernel.
+
+    ``block`` sizes the twin's tiles (its memory); the kernel tiles by its own block of threads, so
+    here it only matters for dimensions above :data:`STEIN_MAX_DIM`, which run the twin.
+    """
+    from ...diagnostics import _stein
+
+    lib = rt.lib
+    if st.pair is None or st.pair[0].shape[1] > STEIN_MAX_DIM:
+        return _stein.row_sums_twin(xp, st, block, triangle)
+    x, u, c2, tr, diag = st.pair
+    n, d = x.shape
+    dtype = x.dtype
+    sfx = _suffix(dtype)
+    bs = stein_block(d)
+    tiles = -(-n // bs)
+    width = 1 if st.kind == "joint" else d
+    rows = lib.empty((n, width), dtype=lib.float64)
+    partial = lib.empty((tiles, width), dtype=lib.float64)
+    scalar = dtype.type
+    k = rt.kernel("stein.cu", f"stein_{st.kind}_{sfx}", {"SGMC_DIM": d, "SGMC_BLOCK": bs})
+    args = (
+        lib.ascontiguousarray(x),
+        lib.ascontiguousarray(u),
+        lib.ascontiguousarray(st.s),
+        lib.ascontiguousarray(diag.astype(dtype, copy=False)),
+        rows,
+        partial,
+        np.int64(n),
+        scalar(c2),
+        scalar(st.beta),
+        scalar(tr),
+        np.int32(1 if st.half else 0),
+    )
+    k((tiles,), (bs,), args)
+    if triangle == "upper":
+        total = partial.sum(axis=0)
+        return total[0] if st.kind == "joint" else total
+    return rows[:, 0] if st.kind == "joint" else rows
+
+
+# ------------------------------------------------------------------------------------------------
+# GLM minibatch gradient: twin sgmc.models.glm._GLM._grad_log_lik_sum, name "glm_grad_log_lik_sum"
+
+_GLM_KINDS = {"logistic": 0, "linear": 1}
+
+
+def glm_grad_log_lik_sum(
+    rt: Any, kind: str, X: Any, y: Any, theta: Any, idx: Any, weights: Any, param: float
+) -> Any:
+    """``sum_b w_cb r(x_{idx_cb} . theta_c, y) x_{idx_cb}`` per chain: ``(chains, dim)`` in X's dtype.
+
+    Returns ``NotImplemented`` for inputs the kernel does not take (mixed dtypes, other shapes), so
+    that the caller runs its twin.
+    """
+    lib = rt.lib
+    if (
+        kind not in _GLM_KINDS
+        or theta.ndim != 2
+        or idx.ndim != 2
+        or theta.shape[0] != idx.shape[0]
+        or theta.dtype != X.dtype
+        or y.dtype != X.dtype
+        or (weights is not None and (weights.dtype != X.dtype or weights.shape != idx.shape))
+        or X.dtype not in (lib.float32, lib.float64)
+    ):
+        return NotImplemented
+    chains, batch = idx.shape
+    dim = X.shape[1]
+    if weights is None:
+        weights = lib.ones(idx.shape, dtype=X.dtype)  # r * 1 == r exactly
+    out = lib.empty((chains, dim), dtype=lib.float64)
+    bs = 128
+    k = rt.kernel("glm.cu", f"glm_grad_{_suffix(X.dtype)}", {"SGMC_BLOCK": bs})
+    k(
+        (max(1, chains),),
+        (bs,),
+        (
+            lib.ascontiguousarray(X),
+            lib.ascontiguousarray(y),
+            lib.ascontiguousarray(theta),
+            lib.ascontiguousarray(idx.astype(lib.int64, copy=False)),
+            lib.ascontiguousarray(weights),
+            out,
+            np.int64(batch),
+            np.int64(dim),
+            np.int32(_GLM_KINDS[kind]),
+            X.dtype.type(param),
+        ),
+    )
+    return out.astype(X.dtype, copy=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# stochastic volatility bootstrap step: twin sgmc.ssm.fused.sv_bootstrap_step_twin, name "stochvol_step"
+
+
+def stochvol_step(
+    rt: Any, x_prev: Any, eps: Any, y: Any, phi: Any, sigma: Any, tau: Any, w_prev: Any = None
+) -> tuple:
+    """Native twin of :func:`sgmc.ssm.fused.sv_bootstrap_step`: ``(x, log_weight, weights, loglik)``."""
+    lib = rt.lib
+    dtype = x_prev.dtype
+    batch, n = x_prev.shape
+
+    def c(a):
+        return lib.ascontiguousarray(lib.asarray(a, dtype=dtype))
+
+    x = lib.empty((batch, n), dtype=dtype)
+    logw = lib.empty((batch, n), dtype=dtype)
+    w = lib.empty((batch, n), dtype=dtype)
+    loglik = lib.empty((batch,), dtype=lib.float64)
+    bs = 256
+    k = rt.kernel("stochvol.cu", f"stochvol_step_{_suffix(dtype)}", {"SGMC_BLOCK": bs})
+    k(
+        (max(1, batch),),
+        (bs,),
+        (c(x_prev), c(eps), None if w_prev is None else c(w_prev), c(y), c(phi), c(sigma), c(tau),
+         x, logw, w, loglik, np.int64(n)),
+    )
+    return x, logw, w, loglik
+
+
+# ------------------------------------------------------------------------------------------------
+# minibatch indices: twin sgmc._sampling.subsample_twin, name "subsample"
+
+
+def _first_distinct(rt: Any, draws: Any, size: int) -> tuple[Any, Any]:
+    lib = rt.lib
+    b, m = draws.shape
+    out = lib.zeros((b, size), dtype=lib.int64)
+    ok = lib.empty((b,), dtype=lib.int32)
+    bs = 128
+    k = rt.kernel("subsample.cu", "subsample_first_distinct", {"SGMC_BLOCK": bs})
+    k((max(1, b),), (bs,), (lib.ascontiguousarray(draws, dtype=lib.int64), out, ok, np.int64(m), np.int64(size)))
+    return out, ok.astype(bool)
+
+
+def subsample(rt: Any, rng: Any, n_data: int, size: int, batch: int, replace: bool = False) -> Any:
+    """Native twin of :func:`sgmc._sampling.subsample_twin`: the same draws, the same subsets.
+
+    Sparse subsets without replacement run one kernel over the integer draws (the twin sorts
+    twice); rows short of ``size`` distinct values are drawn again in the twin's order, so the
+    generator is consumed identically. Dense subsets and draws with replacement run the twin.
+    """
+    from ... import _sampling
+
+    if replace or size == n_data or size * 4 > n_data:
+        return _sampling.subsample_twin(rng, n_data, size, batch, replace)
+    lib = rt.lib
+    m = _sampling.oversample(size, n_data)
+    rows, ok = _first_distinct(rt, rng.integers(n_data, (batch, m)), size)
+    if bool(ok.all()):
+        return rows
+    todo = lib.nonzero(~ok)[0]
+    while todo.shape[0]:
+        again, ok = _first_distinct(rt, rng.integers(n_data, (int(todo.shape[0]), m)), size)
+        rows[todo[ok]] = again[ok]
+        todo = todo[~ok]
+    return rows

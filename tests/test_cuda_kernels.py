@@ -1,0 +1,337 @@
+"""The CUDA kernels, checked without a GPU.
+
+* Every ``.cu`` file compiles through NVRTC (to a cubin, so ptxas runs too) for sm_80 and sm_90.
+* The real kernel source runs on the CPU: compiled as C++ with ``cuda_emu/emu.h`` (one POSIX thread
+  per CUDA thread, a barrier for ``__syncthreads``), driven by the same host code
+  (:mod:`sgmc.backends.cupy._native`) that launches it on a GPU, on random inputs and edge cases, and
+  compared with the array-API twin: exactly for indices, to 1e-12 relative for float64 sums.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from array_api_compat import numpy as xp_np
+
+from sgmc.backends.cupy import _native
+from sgmc.backends.cupy._compile import ARCHITECTURES, KERNEL_FILES, compile_source, kernel_names
+
+try:
+    from cupy_backends.cuda.libs import nvrtc as _nvrtc  # noqa: F401
+
+    _NVRTC = ""
+    try:
+        _nvrtc.getVersion()
+    except Exception as exc:  # noqa: BLE001
+        _NVRTC = f"the NVRTC library does not load ({exc})"
+except ImportError as exc:
+    _NVRTC = f'CuPy/NVRTC are not installed ({exc}); pip install "sgmc[cuda-compile]"'
+
+import cuda_emu
+
+_CXX = cuda_emu.compiler()
+
+
+@pytest.fixture(scope="session")
+def emu(tmp_path_factory):
+    if _CXX is None:
+        pytest.skip("no C++ compiler (g++ or clang++) to run the kernel source on the CPU")
+    return cuda_emu.EmuRuntime(tmp_path_factory.mktemp("cuda-emu"), _CXX)
+
+
+def _rel(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
+
+
+# ------------------------------------------------------------------------------------------------
+# NVRTC
+
+
+@pytest.mark.skipif(bool(_NVRTC), reason=_NVRTC or "nvrtc")
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.parametrize("filename", sorted(KERNEL_FILES))
+def test_kernel_compiles_with_nvrtc(filename, arch):
+    # a cubin, so that ptxas runs too (register allocation, shared memory limits)
+    binary, log = compile_source(filename, arch, cubin=True, verbose=True)  # verbose: shared with the report
+    assert binary[:4] == b"\x7fELF", f"{filename} for {arch}: NVRTC returned no cubin\n{log}"
+    for name in kernel_names(filename):
+        assert name.encode() in binary, f"kernel {name} missing from the {arch} cubin of {filename}"
+
+
+@pytest.mark.skipif(bool(_NVRTC), reason=_NVRTC or "nvrtc")
+def test_stein_kernel_compiles_at_the_largest_dimension():
+    dim = _native.STEIN_MAX_DIM
+    binary, _ = compile_source("stein.cu", "sm_80", {"SGMC_DIM": dim, "SGMC_BLOCK": _native.stein_block(dim)}, cubin=True)
+    assert binary[:4] == b"\x7fELF"
+
+
+def test_h100_occupancy_arithmetic():
+    from sgmc.backends.cupy.report import occupancy
+
+    # 32 registers, 256 threads: 8 blocks fill the 2048 threads of an SM
+    assert occupancy(32, 0, 256)[:2] == (1.0, 8)
+    # 128 registers x 128 threads = 16 Ki registers per block: 4 blocks, 16 of 64 warps
+    assert occupancy(128, 0, 128) == (0.25, 4, "registers")
+    # 164 registers round up to 168 per thread (units of 256 per warp): 3 blocks of 4 warps
+    assert occupancy(164, 31744, 128)[:2] == (12 / 64, 3)
+    # shared memory: 100 KB + 1 KB reserved per block leaves room for 2 blocks in 228 KB
+    assert occupancy(32, 100 * 1024, 256) == (0.25, 2, "shared memory")
+
+
+@pytest.mark.skipif(bool(_NVRTC), reason=_NVRTC or "nvrtc")
+def test_resource_report_covers_every_kernel_without_spills():
+    from sgmc.backends.cupy.report import markdown, resource_report
+
+    rows = resource_report("sm_90")
+    names = {r.kernel for r in rows}
+    assert names == {n for f in KERNEL_FILES for n in kernel_names(f)}
+    for r in rows:
+        assert 0 < r.registers <= 255 and 0 < r.occupancy <= 1.0, r
+        assert r.spill_stores == 0 and r.spill_loads == 0, r
+    assert markdown(rows).count("\n") == len(rows) + 1
+
+
+@pytest.mark.skipif(bool(_NVRTC), reason=_NVRTC or "nvrtc")
+def test_nvrtc_reports_a_compile_error():
+    import sgmc.backends.cupy._compile as comp
+
+    good = comp.kernel_source("glm.cu")
+    try:
+        comp._SOURCES["glm.cu"] = good.replace("const T e = exp", "const T e = expo")
+        with pytest.raises(RuntimeError, match="does not compile"):
+            compile_source("glm.cu", "sm_90")
+    finally:
+        comp._SOURCES["glm.cu"] = good
+
+
+# ------------------------------------------------------------------------------------------------
+# resampling: exact integers
+
+
+def _weights(rng, b, n, kind, dtype):
+    if kind == "random":
+        w = rng.random((b, n))
+    elif kind == "zeros":  # zero weights, including the first and the last particle
+        w = rng.random((b, n))
+        w[:, ::3] = 0.0
+        w[:, -1] = 0.0
+        w[:, 1 % n] = 1.0
+    else:  # all the mass on one particle
+        w = np.zeros((b, n))
+        w[:, n // 2] = 1.0
+    w = w / w.sum(axis=1, keepdims=True)
+    return w.astype(dtype)
+
+
+@pytest.mark.parametrize("scheme", ["systematic", "stratified", "multinomial", "residual"])
+def test_resampling_kernels_match_twins_exactly(emu, scheme):
+    from sgmc.ssm import resampling
+
+    twin = {
+        "systematic": resampling.systematic_ancestors,
+        "stratified": resampling.stratified_ancestors,
+        "multinomial": resampling.multinomial_ancestors,
+        "residual": resampling.residual_ancestors,
+    }[scheme]
+    fast = getattr(_native, "resample_" + scheme)
+    rng = np.random.default_rng(11)
+    cases = 0
+    # n = 1, rows of 1 particle, n not a multiple of the 256-thread block, several blocks per row
+    for b, n in [(1, 1), (3, 1), (1, 5), (4, 257), (2, 1000), (5, 33)]:
+        for kind in ("random", "zeros", "spike"):
+            for dtype in (np.float64, np.float32):
+                w = _weights(rng, b, n, kind, dtype)
+                u = rng.random((b,)) if scheme == "systematic" else rng.random((b, n))
+                got = fast(emu, w, u)
+                want = twin(w, u)
+                assert got.dtype == np.int64
+                np.testing.assert_array_equal(got, want, err_msg=f"{scheme} b={b} n={n} {kind} {dtype}")
+                cases += 1
+    # uniforms at the ends of [0, 1), where the floors change
+    w = _weights(rng, 2, 64, "random", np.float64)
+    for edge in (0.0, 1.0 - 2.0**-53):
+        u = np.full((2,), edge) if scheme == "systematic" else np.full((2, 64), edge)
+        np.testing.assert_array_equal(fast(emu, w, u), twin(w, u))
+    assert cases == 36
+
+
+def test_systematic_kernel_gives_each_particle_floor_or_ceil_copies(emu):
+    rng = np.random.default_rng(5)
+    w = _weights(rng, 3, 500, "random", np.float64)
+    anc = _native.resample_systematic(emu, w, rng.random(3))
+    counts = np.stack([np.bincount(a, minlength=500) for a in anc])
+    assert np.all(counts >= np.floor(500 * w) - 1e-9) and np.all(counts <= np.ceil(500 * w) + 1e-9)
+    assert np.all(np.diff(anc, axis=1) >= 0)
+
+
+# ------------------------------------------------------------------------------------------------
+# KSD pair sums
+
+
+@pytest.mark.parametrize("kind", ["joint", "sum"])
+def test_stein_kernel_matches_twin(emu, kind):
+    from sgmc.diagnostics import _stein
+
+    rng = np.random.default_rng(2)
+    # n = 1; n below, at and above the 128-row block, not a multiple of it; several block rows
+    for n, d, pre in [(1, 3, "id"), (37, 3, "med"), (128, 2, "smpcov"), (300, 3, "sclmed")]:
+        x = rng.normal(size=(n, d)) + 2.0
+        s = -(x - 2.0) + 0.3 * rng.normal(size=(n, d))
+        P = _stein.resolve_preconditioner(xp_np, x, pre if n > 1 else "id")
+        for beta in (-0.5, -0.3):
+            st = _stein.make_stein(xp_np, x, s, P, 1.3, beta, kind)
+            for tri in ("upper", "lower"):
+                got = _native.stein_row_sums(emu, xp_np, st, 64, tri)
+                want = _stein.row_sums_twin(xp_np, st, 64, tri)
+                assert got.shape == want.shape and got.dtype == np.float64
+                assert _rel(got, want) < 1e-12, (n, d, pre, beta, tri)
+
+
+def test_stein_kernel_float32(emu):
+    from sgmc.diagnostics import _stein
+
+    rng = np.random.default_rng(3)
+    x64 = rng.normal(size=(200, 3))
+    s64 = -x64 + 0.1 * rng.normal(size=(200, 3))
+    x, s = x64.astype(np.float32), s64.astype(np.float32)
+    P = _stein.resolve_preconditioner(xp_np, x, "med")
+    for kind in ("joint", "sum"):
+        st = _stein.make_stein(xp_np, x, s, P, 1.0, -0.5, kind)
+        got = _native.stein_row_sums(emu, xp_np, st, 64, "upper")
+        want = _stein.row_sums_twin(xp_np, st, 64, "upper")
+        assert got.dtype == np.float64  # float32 pair terms, double accumulation, as the twin
+        # the per-pair arithmetic is float32 in both: agreement to float32 rounding, not better
+        assert _rel(got, want) < 1e-4
+
+
+def test_stein_kernel_through_ksd(emu, monkeypatch):
+    """``ksd`` itself, with the kernel as the NumPy backend's native path, gives the twin's value."""
+    from sgmc import backends
+    from sgmc.diagnostics import ksd
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(150, 4))
+    s = -x
+    want = ksd(x, s)
+    calls = []
+
+    def kernel_path(xp, st, block, tri):
+        calls.append(tri)
+        return _native.stein_row_sums(emu, xp, st, block, tri)
+
+    from sgmc import _dispatch
+
+    monkeypatch.setitem(backends.get_backend("numpy").native, "stein_row_sums", kernel_path)
+    monkeypatch.setattr(_dispatch, "_TABLES", {})  # look the table up again
+    got = ksd(x, s)
+    assert calls == ["upper"]
+    assert math.isclose(float(got), float(want), rel_tol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------
+# GLM minibatch gradient
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_glm_kernel_matches_twin(emu, dtype):
+    from sgmc.models import LinearRegression, LogisticRegression
+
+    rng = np.random.default_rng(6)
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    # batch not a multiple of the 128-thread block, dim above it, a single datum
+    for n, d, chains, batch in [(500, 5, 7, 130), (1, 1, 1, 1), (300, 150, 3, 10)]:
+        X = rng.normal(size=(n, d)).astype(dtype)
+        y = (rng.random(n) < 0.5).astype(dtype)
+        for model, kind, param in [
+            (LogisticRegression(X, y), "logistic", 0.0),
+            (LinearRegression(X, y, noise_var=0.7), "linear", 0.7),
+        ]:
+            theta = rng.normal(size=(chains, d)).astype(dtype)
+            idx = rng.integers(0, n, (chains, batch))
+            w = rng.random((chains, batch)).astype(dtype)
+            w[0, 0] = 0.0  # a zero weight
+            for weights in (None, w):
+                got = _native.glm_grad_log_lik_sum(emu, kind, X, y, theta, idx, weights, param)
+                want = model._grad_log_lik_sum(theta, idx, weights)
+                assert got.dtype == want.dtype and got.shape == want.shape
+                scale = np.abs(_terms_scale(model, theta, idx, weights))
+                assert np.all(np.abs(got - want) <= tol * np.maximum(scale, 1e-300)), (n, d, kind)
+
+
+def _terms_scale(model, theta, idx, weights):
+    """sum_b |w r x| per coordinate: the size of the sum's terms, the yardstick for rounding."""
+    g = np.abs(model.grad_log_lik(theta, idx))
+    if weights is not None:
+        g = g * np.abs(weights)[..., None]
+    return g.sum(axis=1)
+
+
+def test_glm_native_declines_mixed_dtypes(emu):
+    X = np.ones((4, 2))
+    out = _native.glm_grad_log_lik_sum(emu, "logistic", X, np.ones(4), np.ones((1, 2), np.float32),
+                                       np.zeros((1, 2), np.int64), None, 0.0)
+    assert out is NotImplemented
+
+
+# ------------------------------------------------------------------------------------------------
+# stochastic volatility step
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_stochvol_kernel_matches_twin(emu, dtype):
+    from sgmc.ssm.fused import sv_bootstrap_step_twin
+
+    rng = np.random.default_rng(7)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for b, n in [(3, 1000), (1, 1), (2, 300), (4, 7)]:
+        args = [rng.normal(size=(b, n)), rng.normal(size=(b, n)), rng.normal(size=b),
+                rng.uniform(0.5, 0.99, b), rng.uniform(0.2, 1.0, b), rng.uniform(0.3, 2.0, b)]
+        args = [a.astype(dtype) for a in args]
+        wp = rng.random((b, n)).astype(dtype)
+        if n > 1:
+            wp[:, 0] = 0.0  # a particle of weight zero stays at zero
+        wp /= wp.sum(axis=1, keepdims=True)
+        for w_prev in (None, wp):
+            got = _native.stochvol_step(emu, *args, w_prev)
+            want = sv_bootstrap_step_twin(*args, w_prev)
+            for name, g, t in zip(want._fields, got, want):
+                assert g.dtype == t.dtype and g.shape == t.shape, name
+                assert _rel(g, t) < tol, (name, b, n, w_prev is None)
+
+
+# ------------------------------------------------------------------------------------------------
+# minibatch indices
+
+
+def _twin_and_kernel(emu, seed, n_data, size, batch):
+    from sgmc import backends
+    from sgmc._sampling import subsample_twin
+
+    a, b = backends.default_rng(seed), backends.default_rng(seed)
+    got = _native.subsample(emu, a, n_data, size, batch, False)
+    want = subsample_twin(b, n_data, size, batch, False)
+    # the generators were consumed alike: their next draws agree
+    assert a.uniform((3,)).tolist() == b.uniform((3,)).tolist()
+    return got, want
+
+
+def test_subsample_kernel_matches_twin(emu):
+    # one row, rows of size 1, a row longer than the 128-thread tile, many rows
+    for seed, (n_data, size, batch) in enumerate([(1000, 10, 1), (50, 1, 7), (100_000, 300, 3), (5000, 40, 64)]):
+        got, want = _twin_and_kernel(emu, seed, n_data, size, batch)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+        assert all(len(set(r)) == size for r in got.tolist())
+
+
+def test_subsample_kernel_redraws_short_rows_like_the_twin(emu, monkeypatch):
+    from sgmc import _sampling
+
+    # no margin for repeats: many rows come up short and are drawn again
+    monkeypatch.setattr(_sampling, "oversample", lambda size, n_data: size)
+    got, want = _twin_and_kernel(emu, 9, 40, 8, 50)
+    np.testing.assert_array_equal(got, want)
