@@ -9,7 +9,6 @@ direction, which is what makes a short MALA run an accurate reference.
 
 from __future__ import annotations
 
-from typing import Any
 
 from .._array_api import Array, array_namespace
 from .base import Model, check_compatible

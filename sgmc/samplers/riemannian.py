@@ -203,7 +203,6 @@ class SGRHMC(SamplerBase):
 
     def step(self, rng, state, estimator, step_size):
         x, rho, g = state.position, state.momentum, state.grad
-        xp = array_namespace(x)
         h = step_size
         m = self.metric
         inv = m.inverse(x)

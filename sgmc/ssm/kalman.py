@@ -41,7 +41,7 @@ operations, without linear algebra calls.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from .._array_api import Array, array_namespace, device_of
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .. import backends
-from .._array_api import Array, array_namespace, device_of, is_array
+from .._array_api import Array, array_namespace, is_array
 from .._validation import check_int, check_positive
 from .base import StateSpaceModel
 from .kalman import kalman_loglik, kalman_stats, precision_grads, stationary_covariance

@@ -31,7 +31,6 @@ import math
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .._array_api import Array, array_namespace
-from .._sampling import categorical
 from .._validation import check_choice, check_int
 from .._dispatch import native
 from .resampling import _TWINS, SCHEMES

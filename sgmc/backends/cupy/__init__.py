@@ -219,10 +219,9 @@ def make_backend() -> Backend:
         from_host=from_host,
         default_device=None,
         synchronize=sync,
-        native=native_table(),
+        native={**native_table(), "set_rows": set_rows_inplace},
         is_available=device_available,
         unavailable_reason=why,
         on_cpu=lambda device: False,
-        native={"set_rows": set_rows_inplace},
     )
     return backend

@@ -9,7 +9,6 @@ CPU. The backend binds them to a :class:`~sgmc.backends.cupy._compile.CupyRuntim
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
