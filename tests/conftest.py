@@ -110,3 +110,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _ctrl_c_reaches_python():
+    """Give the test process Python's own SIGINT handler.
+
+    A test run started in the background of a non-interactive shell inherits an ignored SIGINT, and so
+    do the subprocesses it starts; the tests of Ctrl-C (in process and through the command line)
+    need SIGINT delivered as Python delivers it interactively.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)

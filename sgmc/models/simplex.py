@@ -30,7 +30,9 @@ def _inverse_grad(w: Array) -> Array:
 
 
 class DirichletCategorical(Model):
-    """theta ~ Dirichlet(alpha), z_i | theta ~ Multinomial(|z_i|, theta), parametrised by omega (expanded mean).
+    """theta ~ Dirichlet(alpha), z_i | theta ~ Multinomial(n_i, theta), parametrised by omega (expanded mean).
+
+    Here n_i is the total count of datum i.
 
     Parameters
     ----------
