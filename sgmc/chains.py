@@ -220,6 +220,7 @@ def run_chains(
     with quiet_float():
         state = sampler.init(rng, position, estimator) if resume is None else resume.state
         t0 = time.perf_counter() - (wall[k0 - 1] if k0 else 0.0)
+        note = getattr(sampler, "step_note", "")  # optional: samplers whose step is on their own scale
         for k in range(k0, n_iter):
             state, infos[k] = step(rng, state, estimator, step_sizes[k])
             if k == next_keep:
@@ -236,7 +237,7 @@ def run_chains(
             halt = stop is not None and stop()
             if (k + 1) % check_every == 0 or k + 1 == n_iter or halt:
                 try:
-                    check_diverged(xp, state.position, k, step_sizes[k], sampler.name, getattr(sampler, "step_note", ""))
+                    check_diverged(xp, state.position, k, step_sizes[k], sampler.name, note)
                 except DivergenceError as err:
                     err.partial = partial(last_ok, None, sum(1 for i in kept[:j] if i < last_ok))
                     raise

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import backends
 
-__all__ = ["trace_plot"]
+__all__ = ["trace_plot", "forecast_plot"]
 
 
 def _matplotlib():
@@ -148,3 +148,56 @@ def trace_plot(
     path = os.fspath(path)
     fig.savefig(path)
     return path
+
+
+def forecast_plot(
+    y: Any,
+    path: str | os.PathLike,
+    *,
+    predictions: Any = None,
+    forecast: Any = None,
+    coord: int = 0,
+    title: str | None = None,
+) -> str:
+    """Plot a series with one-step predictions and a forecast (mean and 95% bands) to an image file.
+
+    Parameters
+    ----------
+    y : array (T,) or (T, m)
+    path : str or PathLike
+        Output file; the format comes from the extension.
+    predictions : sgmc.ssm.Prediction, optional
+        In-sample one-step predictions (:func:`sgmc.ssm.one_step_predictions`).
+    forecast : sgmc.ssm.Prediction, optional
+        Forecast beyond ``T`` (:func:`sgmc.ssm.forecast`).
+    coord : int
+        Observation coordinate to plot.
+
+    Returns
+    -------
+    str
+        The path written.
+    """
+    Figure, Canvas = _matplotlib()
+    yy = backends.to_numpy(y)
+    yy = yy.reshape(yy.shape[0], -1)[:, coord]
+    T = yy.shape[0]
+    fig = Figure(figsize=(8, 3.5))
+    Canvas(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot(np.arange(T), yy, ".", ms=2, color="0.4", label="y")
+    for pred, t0, label, color in ((predictions, 0, "one-step prediction", "C0"), (forecast, T, "forecast", "C3")):
+        if pred is None:
+            continue
+        mu = backends.to_numpy(pred.mean)[:, coord]
+        sd = np.sqrt(backends.to_numpy(pred.cov)[:, coord, coord])
+        t = np.arange(t0, t0 + mu.shape[0])
+        ax.plot(t, mu, color=color, lw=1, label=label)
+        ax.fill_between(t, mu - 1.96 * sd, mu + 1.96 * sd, color=color, alpha=0.2, lw=0)
+    ax.set_xlabel("t")
+    ax.legend(loc="best", fontsize=8)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(os.fspath(path))
+    return os.fspath(path)

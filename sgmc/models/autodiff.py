@@ -23,11 +23,11 @@ __all__ = ["from_torch", "TorchModel"]
 
 def _torch():
     try:
-        import torch
+        from ..backends import _torch as torch_backend  # the one module that imports torch
     except ImportError as exc:  # pragma: no cover - torch is a test dependency
         msg = "sgmc.models.from_torch needs PyTorch (pip install torch)"
         raise ImportError(msg) from exc
-    return torch
+    return torch_backend.torch
 
 
 def from_torch(log_lik: Callable, log_prior: Callable | None, data: Any, *, dim: int) -> "TorchModel":

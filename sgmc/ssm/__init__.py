@@ -9,7 +9,8 @@ which the latent states are smoothed exactly (Kalman smoother, forward-backward)
 from ..estimators import ESTIMATORS as _ESTIMATORS
 from .base import StateSpaceModel, as_series
 from .buffered import Buffered
-from .forecast import Prediction, filtered_states, forecast, forecast_plot, one_step_predictions, smoothed_states
+from ..plot import forecast_plot
+from .forecast import Prediction, filtered_states, forecast, one_step_predictions, smoothed_states
 from .garch import GARCH
 from .hmm import GaussianHMM, HMMParams, forward_backward
 from .kalman import (

@@ -21,7 +21,6 @@ Supported: :class:`sgmc.ssm.LGSSM` (Kalman filter / smoother) and :class:`sgmc.s
 
 from __future__ import annotations
 
-import os
 from typing import Any, NamedTuple
 
 from .. import backends
@@ -31,7 +30,7 @@ from .hmm import GaussianHMM, _log_emission, forward_backward
 from .kalman import kalman_filter, kalman_smoother
 from .lgssm import LGSSM
 
-__all__ = ["Prediction", "filtered_states", "smoothed_states", "one_step_predictions", "forecast", "forecast_plot"]
+__all__ = ["Prediction", "filtered_states", "smoothed_states", "one_step_predictions", "forecast"]
 
 
 class Prediction(NamedTuple):
@@ -229,60 +228,3 @@ def forecast(model: Any, draws: Any, steps: int = 1) -> Prediction:
         probs.append(p)
     mean, cov = _hmm_y_moments(xp, xp.stack(probs, axis=1), mu, Sigma)
     return _mixture(xp, mean, cov)
-
-
-def forecast_plot(
-    y: Any,
-    path: str | os.PathLike,
-    *,
-    predictions: Prediction | None = None,
-    forecast: Prediction | None = None,
-    coord: int = 0,
-    title: str | None = None,
-) -> str:
-    """Plot a series with one-step predictions and a forecast (mean and 95% bands) to an image file.
-
-    Parameters
-    ----------
-    y : array (T,) or (T, m)
-    path : str or PathLike
-        Output file; the format comes from the extension.
-    predictions : Prediction, optional
-        In-sample one-step predictions (:func:`one_step_predictions`).
-    forecast : Prediction, optional
-        Forecast beyond ``T`` (:func:`forecast`).
-    coord : int
-        Observation coordinate to plot.
-
-    Returns
-    -------
-    str
-        The path written.
-    """
-    import numpy as np
-
-    from ..plot import _matplotlib
-
-    Figure, Canvas = _matplotlib()
-    yy = backends.to_numpy(y)
-    yy = yy.reshape(yy.shape[0], -1)[:, coord]
-    T = yy.shape[0]
-    fig = Figure(figsize=(8, 3.5))
-    Canvas(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.plot(np.arange(T), yy, ".", ms=2, color="0.4", label="y")
-    for pred, t0, label, color in ((predictions, 0, "one-step prediction", "C0"), (forecast, T, "forecast", "C3")):
-        if pred is None:
-            continue
-        mu = backends.to_numpy(pred.mean)[:, coord]
-        sd = np.sqrt(backends.to_numpy(pred.cov)[:, coord, coord])
-        t = np.arange(t0, t0 + mu.shape[0])
-        ax.plot(t, mu, color=color, lw=1, label=label)
-        ax.fill_between(t, mu - 1.96 * sd, mu + 1.96 * sd, color=color, alpha=0.2, lw=0)
-    ax.set_xlabel("t")
-    ax.legend(loc="best", fontsize=8)
-    if title:
-        ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(os.fspath(path))
-    return os.fspath(path)
