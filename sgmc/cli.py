@@ -229,7 +229,48 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bars or status lines")
     run.add_argument("--quick", action="store_true",
                      help="a small configuration for smoke tests (N = 5000, 2000 iterations)")
+    rep = sub.add_parser(
+        "reproduce",
+        help="run one of the papers' experiments and write its tables and figures",
+        description=(
+            "Reproduce an experiment of the papers (the review's Table 2 and Figures 2, 3, 5 and 6): "
+            "tables as Markdown and CSV, figures as PNG and meta.json (seed, versions, wall time) "
+            "under --out. 'sgmc reproduce --list' names them."
+        ),
+    )
+    rep.add_argument("name", nargs="?", metavar="NAME", help="the experiment (see --list)")
+    rep.add_argument("--list", action="store_true", help="list the experiments and exit")
+    rep.add_argument("--out", metavar="DIR", help="folder for the outputs (default: ./sgmc-NAME)")
+    rep.add_argument("--quick", action="store_true", help="the reduced size for smoke tests")
+    rep.add_argument("--seed", type=_int_at_least(0), default=0, metavar="S", help="seed (default: 0)")
+    rep.add_argument("--backend", choices=tuple(backends.registered()), default="numpy",
+                     help="array library the samplers run on (default: numpy)")
+    rep.add_argument("--no-progress", action="store_true", help="no progress bars or status lines")
     return parser
+
+
+def _command_reproduce(args) -> int:
+    from . import experiments
+
+    if args.list:
+        for name, title in experiments.list_experiments():
+            print(f"{name:20s} {title}")
+        return 0
+    if args.name is None:
+        _fail("reproduce needs an experiment NAME; 'sgmc reproduce --list' names them")
+    if args.name not in experiments.EXPERIMENTS:
+        _fail(f"unknown experiment {args.name!r};{did_you_mean(args.name, list(experiments.EXPERIMENTS))} "
+              "'sgmc reproduce --list' names them")
+    out = args.out if args.out is not None else f"sgmc-{args.name}"
+    backends.require(args.backend)
+    result = experiments.reproduce(args.name, out, quick=args.quick, seed=args.seed,
+                                   progress=False if args.no_progress else True, backend=args.backend)
+    for path in result["meta"]["files"]:
+        if path.endswith(".md"):
+            print(open(os.path.join(out, path), encoding="utf-8").read())
+    print(f"outputs written to {out}/ ({', '.join(result['meta']['files'])}); "
+          f"{result['meta']['wall_time_s']:.1f} s")
+    return 0
 
 
 # -- problem set-up -------------------------------------------------------------------------------
@@ -634,8 +675,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
+        command = _command_reproduce if args.command == "reproduce" else _command_run
         with progress_scope(False if args.no_progress else True):
-            return _command_run(args)
+            return command(args)
     except SystemExit as exc:  # --help and --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     except KeyboardInterrupt:
