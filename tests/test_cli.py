@@ -15,6 +15,8 @@ import pytest
 
 from sgmc.cli import main
 
+from _helpers import Z_TOL
+
 
 def _run(argv):
     out, err = io.StringIO(), io.StringIO()
@@ -107,6 +109,40 @@ def test_linear_model_against_closed_form():
         # held-out predictive density of a unit-variance Gaussian: 0.5 log(2 pi e) = 1.419
         assert 1.3 < nll < 1.6
         assert mean_error < 0.05 * ref_norm
+
+
+def test_mala_reference_against_quadrature(tmp_path):
+    # d = 2: the posterior mean by brute-force quadrature on a fine grid is an independent answer; the
+    # reference must agree within a few of its printed standard errors (plus the grid's error).
+    npz = tmp_path / "ref.npz"
+    code, out, err = _run(["run", "--quick", "--no-progress", "--dim", "2", "--n-data", "400", "--iters", "200",
+                           "--output", str(npz)])
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("reference:"))
+    assert "control variates of degree 2" in line
+    se = float(line.split("standard error about ", 1)[1].split(" ", 1)[0])
+    with np.load(npz) as data:
+        ref = data["reference_mean"]
+    from sgmc.datasets import logistic_regression_data
+
+    d = logistic_regression_data(n=400, dim=2, n_test=1000, rng=0)
+    X, y = np.asarray(d.X), np.asarray(d.y)
+    # the grid spans 10 Laplace standard deviations either side of the reference, 201 points a side
+    # (for a smooth, quickly decaying density the grid sum converges faster than any power of the spacing)
+    p = 1.0 / (1.0 + np.exp(-X @ ref))
+    sd = np.sqrt(np.diag(np.linalg.inv((X.T * (p * (1 - p))) @ X + np.eye(2) / 10.0)))
+    a = np.linspace(ref[0] - 10 * sd[0], ref[0] + 10 * sd[0], 201)
+    b = np.linspace(ref[1] - 10 * sd[1], ref[1] + 10 * sd[1], 201)
+    A, B = np.meshgrid(a, b, indexing="ij")
+    logp = -(A**2 + B**2) / 20.0
+    for i in range(len(a)):
+        eta = A[i, :, None] * X[:, 0] + B[i, :, None] * X[:, 1]
+        logp[i] += (y * eta - np.logaddexp(0.0, eta)).sum(-1)
+    w = np.exp(logp - logp.max())
+    for edge in (w[0, :], w[-1, :], w[:, 0], w[:, -1]):
+        assert edge.max() < 1e-12  # the grid holds all the mass
+    mean = np.array([(w * A).sum(), (w * B).sum()]) / w.sum()
+    assert np.linalg.norm(ref - mean) < Z_TOL * se + 1e-6, (ref, mean, se)
 
 
 def test_user_csv(tmp_path):

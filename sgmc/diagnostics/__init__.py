@@ -4,7 +4,8 @@ Kernel Stein discrepancy (:func:`ksd`, :func:`cumulative_ksd`) and Stein thinnin
 measure and improve a sample's fit to the target using only the scores grad log pi at the sample
 (Nemeth and Fearnhead 2021, section 4; Riabiz et al. 2022). Effective sample size and R-hat
 (:func:`ess`, :func:`rhat`) measure mixing, and :func:`kl_gaussian`, :func:`gaussian_kl_from_samples`,
-:func:`log_loss`, :func:`predictive_log_lik` and :func:`mse` measure accuracy against a reference.
+:func:`log_loss`, :func:`predictive_log_lik` and :func:`mse` measure accuracy against a reference;
+:func:`zv_mean` estimates posterior means with zero-variance control variates.
 :func:`pseudo_variance` gives the exact expected squared error of a subsampled gradient estimator
 (Putcha et al. 2023).
 
@@ -18,6 +19,7 @@ from .metrics import gaussian_kl_from_samples, kl_gaussian, log_loss, mse, predi
 from .pseudo_variance import pseudo_variance
 from .summary import Summary, summary
 from .thinning import stein_thin
+from .zero_variance import ZVMean, zv_mean
 
 __all__ = [
     "ksd",
@@ -38,4 +40,6 @@ __all__ = [
     "predictive_log_lik",
     "mse",
     "pseudo_variance",
+    "zv_mean",
+    "ZVMean",
 ]
