@@ -358,6 +358,10 @@ def floor(args, clock) -> list[dict]:
                 "sgld_without": sgmc_runner(sgmc, X, y, centre, "sgld", chains, replace=False),
                 "sgldcv_with": sgmc_runner(sgmc, X, y, centre, "sgldcv", chains, replace=True),
             }
+            if args.compare_with:
+                other = importlib.import_module(args.compare_with)
+                runs["before_sgld_with"] = sgmc_runner(other, X, y, centre, "sgld", chains)
+                runs["before_sgldcv_with"] = sgmc_runner(other, X, y, centre, "sgldcv", chains)
             for r in runs.values():
                 r(20, 0)
             impls = {k: _timed(lambda s, r=r: r(args.iters, s), clock) for k, r in runs.items()}
@@ -366,15 +370,19 @@ def floor(args, clock) -> list[dict]:
             row = {"dim": dim, "chains": chains, "us_per_chain_iter": per,
                    "without_over_with": per["sgld_without"] / per["sgld_with"],
                    "cv_over_sgld": per["sgldcv_with"] / per["sgld_with"]}
+            if args.compare_with:
+                row["before_cv_over_sgld"] = per["before_sgldcv_with"] / per["before_sgld_with"]
             rows.append(row)
             print(f"d={dim:<4d} chains={chains:<3d} " + "  ".join(f"{k} {v:7.2f}" for k, v in per.items())
                   + f"  without/with {row['without_over_with']:.2f}  CV/SGLD {row['cv_over_sgld']:.2f}",
                   flush=True)
-    print("\n| d | chains | SGLD with repl. us | without repl. / with | SGLD-CV / SGLD |")
-    print("|---|---|---|---|---|")
+    extra = " SGLD-CV / SGLD before |" if args.compare_with else ""
+    print("\n| d | chains | SGLD with repl. us | without repl. / with | SGLD-CV / SGLD |" + extra)
+    print("|---|---|---|---|---|" + ("---|" if extra else ""))
     for r in rows:
+        cell = f" {r['before_cv_over_sgld']:.2f} |" if extra else ""
         print(f"| {r['dim']} | {r['chains']} | {r['us_per_chain_iter']['sgld_with']:.1f} | "
-              f"{r['without_over_with']:.2f} | {r['cv_over_sgld']:.2f} |")
+              f"{r['without_over_with']:.2f} | {r['cv_over_sgld']:.2f} |" + cell)
     return rows
 
 
