@@ -4,7 +4,8 @@
 minibatch per chain, the gradient, the step) through the sampler kernel; ``SGLDSample`` the time and
 peak memory of a whole ``sgmc.sample`` run of 10^4 iterations, which adds the runner's bookkeeping
 and the preallocated trace; ``SGLDCVSample`` the same with the control-variate estimator at a fixed
-centre (no mode search timed). They run d in {10, 100} and 1 or 32 chains. Per chain-iteration
+centre (no mode search timed); ``SGLDCVStep`` one control-variate iteration beside ``SGLDStep``;
+``SGLDFixedCost`` the one-chain floor with and without replacement. They run d in {10, 100} and 1 or 32 chains. Per chain-iteration
 costs and the comparison with a hand-written NumPy loop are in ``asv_benchmarks/peer_sgld.py`` and
 ``docs/performance.md``.
 """
@@ -16,7 +17,7 @@ from .common import BACKENDS, XPBenchmark, logistic_data, safe_import
 with safe_import():
     import sgmc
     from sgmc.backends import default_rng
-    from sgmc.estimators import Minibatch
+    from sgmc.estimators import ControlVariate, Minibatch
     from sgmc.models import LogisticRegression
     from sgmc.samplers import SGLD
 with safe_import():
@@ -56,20 +57,55 @@ class SGLDStep(_LogisticSGLD):
         self.sync()
 
 
+class SGLDCVStep(SGLDStep):
+    """One SGLD-CV iteration at a fixed centre: one gather, one product against (theta, centre).
+
+    Compare with ``SGLDStep``: the control variate should cost about as much as plain SGLD.
+    """
+
+    def prepare(self, dim, chains):
+        super().prepare(dim, chains)
+        centre = self.xp.zeros((dim,), dtype=self.model.dtype)
+        self.estimator = ControlVariate(self.model, BATCH, centre=centre)
+        start = self.rng.normal((chains, dim), dtype=self.model.dtype)
+        self.state = self.sampler.init(self.rng, start, self.estimator)
+
+
+class SGLDFixedCost(XPBenchmark):
+    """The per-iteration floor: ``sgmc.sample``, one chain, d = 10, 200 iterations, with and without
+    replacement (the peers' comparison is ``asv_benchmarks/peer_jax.py``)."""
+
+    param_names = ("backend", "replace")
+    params = (BACKENDS, [True, False])
+
+    def prepare(self, replace):
+        X, y = logistic_data(N_DATA, 10)
+        self.model = LogisticRegression(self.asarray(X), self.asarray(y))
+        self.estimator = Minibatch(self.model, BATCH, replace=replace)
+
+    def warm_up(self, backend, replace):
+        self.time_sample_200(backend, replace)
+
+    def time_sample_200(self, backend, replace):
+        sgmc.sample(self.model, "sgld", self.estimator, step_size=STEP_SIZE, n_iter=200, chains=1,
+                    rng=0, progress=False)
+        self.sync()
+
+
 class MinibatchDraw(XPBenchmark):
-    """Per-chain minibatch indices without replacement: n = 1000 of N = 10^5 for every chain."""
+    """Per-chain minibatch indices, without (the default) or with replacement: n = 1000 of N = 10^5."""
 
-    param_names = ("backend", "chains")
-    params = (BACKENDS, [1, 32])
+    param_names = ("backend", "chains", "replace")
+    params = (BACKENDS, [1, 32], [False, True])
 
-    def prepare(self, chains):
+    def prepare(self, chains, replace):
         self.rng = default_rng(0, backend=self.be)
 
-    def warm_up(self, backend, chains):
-        self.time_subsample(backend, chains)
+    def warm_up(self, backend, chains, replace):
+        self.time_subsample(backend, chains, replace)
 
-    def time_subsample(self, backend, chains):
-        subsample(self.rng, N_DATA, BATCH, chains)
+    def time_subsample(self, backend, chains, replace):
+        subsample(self.rng, N_DATA, BATCH, chains, replace=replace)
         self.sync()
 
 

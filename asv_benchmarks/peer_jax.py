@@ -1,0 +1,451 @@
+"""SGLD and SGLD-CV on logistic regression: sgmc against blackjax, SGMCMCJax and posteriors, in one run.
+
+Every implementation does the same work per iteration and chain: draw ``n`` indices WITH replacement,
+gather those rows of ``X`` and ``y``, evaluate the likelihood gradient there (SGLD-CV: at the position
+and at the centre, from the same rows), add the N(0, 10 I) prior gradient and take the Langevin step
+``theta + (h/2) g + sqrt(h) z``. All read the same data (float64, ``N = 10^5``) and, for SGLD-CV, the
+same centre (the posterior mode, found here by Newton's method). The JAX peers run a jit-compiled
+``lax.scan`` over the iterations (``vmap`` over chains); their compile time is measured apart (first
+call minus a steady call of the same length) and left out of the per-iteration figures. posteriors
+(PyTorch) runs a Python loop over ``posteriors.sgmcmc.sgld``; it has no control-variate estimator, so
+its SGLD-CV cell is empty. sgmc keeps every draw (``(chains, n_iter, d)``); the JAX peers keep every
+draw too (the scan's stacked output).
+
+SGMCMCJax 0.2.13 needs ``jax.experimental.host_callback`` (gone from JAX 0.5), so it runs in a virtual
+environment of its own as a child process that reads the same data from a ``.npy`` file and times a
+run whenever this process asks, so the rounds stay interleaved. Make that environment with::
+
+    python -m venv /tmp/venv-sgmcmcjax
+    /tmp/venv-sgmcmcjax/bin/pip install sgmcmcjax==0.2.13 jax==0.4.30 jaxlib==0.4.30 "numpy<2" "scipy<1.14"
+
+and pass ``--sgmcmcjax-python /tmp/venv-sgmcmcjax/bin/python`` (or set ``SGMCMCJAX_PYTHON``). The other
+peers come from the ``bench`` extra (``pip install -e .[bench]``).
+
+Within each repetition the implementations run one after another, in an order that turns every round,
+and the medians are reported as microseconds per chain-iteration and as ratios sgmc / peer (a Markdown
+table, and JSON with ``--json``). ``--compare-with MODULE`` adds another importable copy of sgmc (an
+older commit's package, renamed) to the rotation.
+
+``--what floor`` times sgmc alone: the default minibatch draw (without replacement) against the draw
+with replacement, and SGLD-CV against SGLD, each as a ratio from interleaved rounds.
+
+Usage (from the repository root)::
+
+    python asv_benchmarks/peer_jax.py --sgmcmcjax-python /tmp/venv-sgmcmcjax/bin/python
+    python asv_benchmarks/peer_jax.py --what floor --dims 10 100 --chains 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+N_DATA = 100_000
+BATCH = 1_000
+PRIOR_VAR = 10.0
+STEP_SIZE = 1e-5
+
+
+def make_data(n_data: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Standard normal features and labels from a logistic model with theta ~ N(0, I / dim)."""
+    r = np.random.default_rng(seed)
+    X = r.standard_normal((n_data, dim))
+    theta = r.standard_normal(dim) / math.sqrt(dim)
+    y = (r.random(n_data) < 1.0 / (1.0 + np.exp(-X @ theta))).astype(np.float64)
+    return X, y
+
+
+def mode(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The posterior mode by Newton's method (the control variates' centre, shared by all)."""
+    theta = np.zeros(X.shape[1])
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-X @ theta))
+        g = X.T @ (y - p) - theta / PRIOR_VAR
+        H = (X * (p * (1 - p))[:, None]).T @ X + np.eye(X.shape[1]) / PRIOR_VAR
+        step = np.linalg.solve(H, g)
+        theta = theta + step
+        if np.max(np.abs(step)) < 1e-12:
+            break
+    return theta
+
+
+# -- sgmc ------------------------------------------------------------------------------------------------
+def sgmc_runner(mod, X, y, centre, method, chains, replace=True):
+    model = mod.models.LogisticRegression(X, y, prior_var=PRIOR_VAR)
+    est_mod = mod.estimators
+    if method == "sgld":
+        est = est_mod.Minibatch(model, BATCH, replace=replace)
+    else:
+        est = est_mod.ControlVariate(model, BATCH, centre=centre, replace=replace)
+
+    def run(n_iter, seed):
+        return mod.sample(model, "sgld", est, step_size=STEP_SIZE, n_iter=n_iter, chains=chains,
+                          group_size=chains, rng=seed, progress=False).draws
+
+    return run
+
+
+# -- JAX (blackjax; the same code serves SGMCMCJax's child process for the data set-up) ------------------
+def _jax_loglik(jnp):
+    def loglik(theta, xy):
+        x, yi = xy
+        eta = jnp.dot(x, theta)
+        return yi * eta - jnp.logaddexp(0.0, eta)
+
+    def logprior(theta):
+        return -0.5 * jnp.sum(theta * theta) / PRIOR_VAR
+
+    return loglik, logprior
+
+
+def blackjax_runner(X, y, centre, method, chains, n_iter):
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    import blackjax
+    from blackjax.sgmcmc import gradients
+
+    Xj, yj = jnp.asarray(X), jnp.asarray(y)
+    loglik, logprior = _jax_loglik(jnp)
+    grad_fn = gradients.grad_estimator(logprior, loglik, X.shape[0])
+    if method == "sgldcv":
+        grad_fn = gradients.control_variates(grad_fn, jnp.asarray(centre), (Xj, yj))
+    sgld = blackjax.sgld(grad_fn)
+    # blackjax's SGLD step is theta + h g + sqrt(2h) z: half of sgmc's step size gives the same chain
+    h = 0.5 * STEP_SIZE
+
+    def one_chain(key, theta0):
+        def body(theta, k):
+            kb, ks = jax.random.split(k)
+            idx = jax.random.randint(kb, (BATCH,), 0, X.shape[0])
+            theta = sgld.step(ks, theta, (Xj[idx], yj[idx]), h)
+            return theta, theta
+
+        _, draws = jax.lax.scan(body, theta0, jax.random.split(key, n_iter))
+        return draws
+
+    run_all = jax.jit(jax.vmap(one_chain))
+
+    def run(seed):
+        key = jax.random.PRNGKey(seed)
+        k0, k1 = jax.random.split(key)
+        theta0 = jax.random.normal(k0, (chains, X.shape[1]), dtype=jnp.float64)
+        return run_all(jax.random.split(k1, chains), theta0).block_until_ready()
+
+    return run
+
+
+def posteriors_runner(X, y, chains):
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import posteriors
+
+    torch.set_default_dtype(torch.float64)
+    Xt, yt = torch.from_numpy(X), torch.from_numpy(y)
+    scale = X.shape[0] / BATCH
+
+    def log_post(theta, batch):
+        xb, yb = batch                                    # (chains, n, d), (chains, n)
+        eta = torch.einsum("cnd,cd->cn", xb, theta)
+        ll = torch.sum(yb * eta - torch.nn.functional.softplus(eta))
+        return scale * ll - 0.5 * torch.sum(theta * theta) / PRIOR_VAR, torch.tensor([])
+
+    # posteriors' SGLD step is theta + lr g + sqrt(2 lr) z: lr = h / 2 gives sgmc's chain
+    transform = posteriors.sgmcmc.sgld.build(log_post, lr=0.5 * STEP_SIZE)
+
+    def run(n_iter, seed):
+        gen = torch.Generator().manual_seed(seed)
+        torch.manual_seed(seed)
+        state = transform.init(torch.randn(chains, X.shape[1], generator=gen))
+        out = torch.empty(chains, n_iter, X.shape[1])
+        for k in range(n_iter):
+            idx = torch.randint(0, X.shape[0], (chains, BATCH), generator=gen)
+            state, _ = transform.update(state, (Xt[idx], yt[idx]), inplace=True)
+            out[:, k, :] = state.params
+        return out
+
+    return run
+
+
+# -- SGMCMCJax in its own environment ------------------------------------------------------------------
+def sgmcmcjax_worker() -> int:
+    """Child process: read the data, then answer ``run METHOD CHAINS ITERS SEED`` lines with seconds."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    from sgmcmcjax.kernels import build_sgld_kernel, build_sgldCV_kernel
+
+    X = jnp.asarray(np.load(sys.argv[2]))
+    y = jnp.asarray(np.load(sys.argv[3]))
+    centre = jnp.asarray(np.load(sys.argv[4]))
+    loglik, logprior = _jax_loglik(jnp)
+
+    def ll(theta, x, yi):
+        return loglik(theta, (x, yi))
+
+    cache = {}
+
+    def get(method, chains, n_iter):
+        key = (method, chains, n_iter)
+        if key not in cache:
+            # SGMCMCJax's SGLD step is theta + (dt/2) g + sqrt(dt) z, like sgmc's
+            if method == "sgld":
+                init_fn, kernel, get_params = build_sgld_kernel(STEP_SIZE, ll, logprior, (X, y), BATCH)
+            else:
+                init_fn, kernel, get_params = build_sgldCV_kernel(STEP_SIZE, ll, logprior, (X, y), BATCH,
+                                                                  centre)
+
+            def one_chain(key, theta0):
+                state = init_fn(key, theta0)
+
+                def body(state, i_k):
+                    i, k = i_k
+                    state = kernel(i, k, state)
+                    return state, get_params(state)
+
+                _, draws = jax.lax.scan(body, state, (jnp.arange(n_iter), jax.random.split(key, n_iter)))
+                return draws
+
+            cache[key] = jax.jit(jax.vmap(one_chain))
+        return cache[key]
+
+    for line in sys.stdin:
+        parts = line.split()
+        if not parts:
+            continue
+        method, chains, n_iter, seed = parts[1], int(parts[2]), int(parts[3]), int(parts[4])
+        fn = get(method, chains, n_iter)
+        t0 = time.perf_counter()
+        k0, k1 = jax.random.split(jax.random.PRNGKey(seed))
+        theta0 = jax.random.normal(k0, (chains, X.shape[1]), dtype=jnp.float64)
+        fn(jax.random.split(k1, chains), theta0).block_until_ready()
+        print(f"{time.perf_counter() - t0!r}", flush=True)
+    return 0
+
+
+class SGMCMCJaxClient:
+    def __init__(self, python, X, y, centre, tmp):
+        paths = []
+        for name, a in (("X", X), ("y", y), ("centre", centre)):
+            p = os.path.join(tmp, f"{name}.npy")
+            np.save(p, a)
+            paths.append(p)
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        env.pop("PYTHONPATH", None)
+        self.proc = subprocess.Popen([python, os.path.abspath(__file__), "--worker", *paths],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def time(self, method, chains, n_iter, seed) -> float:
+        self.proc.stdin.write(f"run {method} {chains} {n_iter} {seed}\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            msg = "the SGMCMCJax child process ended; run it by hand to see why"
+            raise RuntimeError(msg)
+        return float(line)
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+# -- the measurement -----------------------------------------------------------------------------------
+def _rounds(impls, reps, clock):
+    """impls: name -> callable(seed) returning seconds; interleaved, the order turning each round."""
+    names = list(impls)
+    times = {k: [] for k in names}
+    for rep in range(reps):
+        shift = rep % len(names)
+        order = names[shift:] + names[:shift]
+        if rep % 2:
+            order = order[::-1]
+        for k in order:
+            times[k].append(impls[k](rep + 1))
+    return times
+
+
+def _timed(fn, clock):
+    def t(seed):
+        t0 = clock()
+        fn(seed)
+        return clock() - t0
+
+    return t
+
+
+def peers(args, clock) -> list[dict]:
+    import sgmc
+
+    other = importlib.import_module(args.compare_with) if args.compare_with else None
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="sgmc-peer-")
+    for dim in args.dims:
+        X, y = make_data(N_DATA, dim)
+        centre = mode(X, y)
+        sj = None
+        if args.sgmcmcjax_python:
+            sj = SGMCMCJaxClient(args.sgmcmcjax_python, X, y, centre, tmp)
+        for method in args.methods:
+            for chains in args.chains:
+                n_iter = args.iters
+                impls, compile_s = {}, {}
+                run = sgmc_runner(sgmc, X, y, centre, method, chains)
+                run(20, 0)
+                impls["sgmc"] = _timed(lambda s, run=run: run(n_iter, s), clock)
+                if other is not None:
+                    orun = sgmc_runner(other, X, y, centre, method, chains)
+                    orun(20, 0)
+                    impls["sgmc-before"] = _timed(lambda s, orun=orun: orun(n_iter, s), clock)
+                if "blackjax" in args.peers:
+                    bj = blackjax_runner(X, y, centre, method, chains, n_iter)
+                    t0 = time.perf_counter()
+                    bj(0)
+                    first = time.perf_counter() - t0
+                    t0 = time.perf_counter()
+                    bj(0)
+                    compile_s["blackjax"] = first - (time.perf_counter() - t0)
+                    impls["blackjax"] = _timed(bj, clock)
+                if sj is not None:
+                    first = sj.time(method, chains, n_iter, 0)
+                    compile_s["sgmcmcjax"] = first - sj.time(method, chains, n_iter, 0)
+                    impls["sgmcmcjax"] = lambda s, m=method, c=chains: sj.time(m, c, n_iter, s)
+                if "posteriors" in args.peers and method == "sgld":
+                    pr = posteriors_runner(X, y, chains)
+                    pr(20, 0)
+                    impls["posteriors"] = _timed(lambda s, pr=pr: pr(n_iter, s), clock)
+                times = _rounds(impls, args.reps, clock)
+                per = {k: statistics.median(v) / (n_iter * chains) * 1e6 for k, v in times.items()}
+                row = {"method": method, "dim": dim, "chains": chains, "us_per_chain_iter": per,
+                       "ratio": {k: per["sgmc"] / v for k, v in per.items() if k != "sgmc"},
+                       "compile_s": compile_s, "all_s": times}
+                rows.append(row)
+                print(f"{method:7s} d={dim:<4d} chains={chains:<3d} "
+                      + "  ".join(f"{k} {v:7.2f}" for k, v in per.items())
+                      + "  (us/chain-iter)", flush=True)
+        if sj is not None:
+            sj.close()
+    return rows
+
+
+def floor(args, clock) -> list[dict]:
+    """sgmc alone: without/with replacement, and SGLD-CV/SGLD, one chain group."""
+    import sgmc
+
+    rows = []
+    for dim in args.dims:
+        X, y = make_data(N_DATA, dim)
+        centre = mode(X, y)
+        for chains in args.chains:
+            runs = {
+                "sgld_with": sgmc_runner(sgmc, X, y, centre, "sgld", chains, replace=True),
+                "sgld_without": sgmc_runner(sgmc, X, y, centre, "sgld", chains, replace=False),
+                "sgldcv_with": sgmc_runner(sgmc, X, y, centre, "sgldcv", chains, replace=True),
+            }
+            if args.compare_with:
+                other = importlib.import_module(args.compare_with)
+                runs["before_sgld_with"] = sgmc_runner(other, X, y, centre, "sgld", chains)
+                runs["before_sgldcv_with"] = sgmc_runner(other, X, y, centre, "sgldcv", chains)
+            for r in runs.values():
+                r(20, 0)
+            impls = {k: _timed(lambda s, r=r: r(args.iters, s), clock) for k, r in runs.items()}
+            times = _rounds(impls, args.reps, clock)
+            per = {k: statistics.median(v) / (args.iters * chains) * 1e6 for k, v in times.items()}
+            row = {"dim": dim, "chains": chains, "us_per_chain_iter": per,
+                   "without_over_with": per["sgld_without"] / per["sgld_with"],
+                   "cv_over_sgld": per["sgldcv_with"] / per["sgld_with"]}
+            if args.compare_with:
+                row["before_cv_over_sgld"] = per["before_sgldcv_with"] / per["before_sgld_with"]
+            rows.append(row)
+            print(f"d={dim:<4d} chains={chains:<3d} " + "  ".join(f"{k} {v:7.2f}" for k, v in per.items())
+                  + f"  without/with {row['without_over_with']:.2f}  CV/SGLD {row['cv_over_sgld']:.2f}",
+                  flush=True)
+    extra = " SGLD-CV / SGLD before |" if args.compare_with else ""
+    print("\n| d | chains | SGLD with repl. us | without repl. / with | SGLD-CV / SGLD |" + extra)
+    print("|---|---|---|---|---|" + ("---|" if extra else ""))
+    for r in rows:
+        cell = f" {r['before_cv_over_sgld']:.2f} |" if extra else ""
+        print(f"| {r['dim']} | {r['chains']} | {r['us_per_chain_iter']['sgld_with']:.1f} | "
+              f"{r['without_over_with']:.2f} | {r['cv_over_sgld']:.2f} |" + cell)
+    return rows
+
+
+def table(rows) -> None:
+    names = []
+    for r in rows:
+        for k in r["us_per_chain_iter"]:
+            if k not in names:
+                names.append(k)
+    peers_ = [k for k in names if k != "sgmc"]
+    print("\n| method | d | chains | " + " | ".join(f"{k} us" for k in names) + " | "
+          + " | ".join(f"sgmc / {k}" for k in peers_) + " |")
+    print("|" + "---|" * (3 + len(names) + len(peers_)))
+    for r in rows:
+        per, rat = r["us_per_chain_iter"], r["ratio"]
+        cells = [f"{per[k]:.1f}" if k in per else "-" for k in names]
+        cells += [f"{rat[k]:.2f}" if k in rat else "-" for k in peers_]
+        print(f"| {r['method']} | {r['dim']} | {r['chains']} | " + " | ".join(cells) + " |")
+    comp = [(r["method"], r["dim"], r["chains"], k, v) for r in rows for k, v in r["compile_s"].items()]
+    if comp:
+        print("\nCompile time (s, first call minus a steady call; not in the figures above):")
+        for m, d, c, k, v in comp:
+            print(f"  {m} d={d} chains={c} {k}: {v:.2f}")
+
+
+def main(argv=None) -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        return sgmcmcjax_worker()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--what", choices=("peers", "floor"), default="peers")
+    ap.add_argument("--iters", type=int, default=2000, help="iterations per run (default 2000)")
+    ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions (default 5)")
+    ap.add_argument("--dims", type=int, nargs="+", default=[10, 100])
+    ap.add_argument("--chains", type=int, nargs="+", default=[1, 32])
+    ap.add_argument("--methods", nargs="+", choices=("sgld", "sgldcv"), default=["sgld", "sgldcv"])
+    ap.add_argument("--peers", nargs="+", default=["blackjax", "posteriors"],
+                    help="in-process peers (blackjax, posteriors); SGMCMCJax joins with --sgmcmcjax-python")
+    ap.add_argument("--sgmcmcjax-python", default=os.environ.get("SGMCMCJAX_PYTHON"),
+                    help="python of a venv with sgmcmcjax==0.2.13, jax==0.4.30 (or SGMCMCJAX_PYTHON)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    ap.add_argument("--compare-with", metavar="MODULE",
+                    help="also time another importable copy of sgmc (e.g. an older commit's package "
+                         "renamed to sgmc_old on PYTHONPATH)")
+    ap.add_argument("--json", help="also write the results to this file")
+    args = ap.parse_args(argv)
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    import sgmc
+
+    print(f"# sgmc {sgmc.__version__}, numpy {np.__version__}, python {platform.python_version()}, "
+          f"{platform.machine()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"# logistic regression N={N_DATA}, n={BATCH} drawn with replacement, h={STEP_SIZE}, float64, "
+          f"{args.iters} iterations, {args.reps} interleaved rounds, medians of {args.clock}-clock time")
+    if args.what == "floor":
+        rows = floor(args, clock)
+    else:
+        rows = peers(args, clock)
+        table(rows)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"what": args.what, "rows": rows, "iters": args.iters, "reps": args.reps,
+                       "clock": args.clock, "compare_with": args.compare_with}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
