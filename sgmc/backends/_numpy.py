@@ -6,6 +6,7 @@ import numpy as np
 from array_api_compat import numpy as np_compat
 
 from .._sampling import oversample
+from . import _numba
 from ._base import Backend, HostGenerator, set_rows_inplace
 
 
@@ -142,6 +143,8 @@ def make_backend() -> Backend:
             "resample_stratified": _via_counts("stratified_counts"),
             "resample_multinomial": _via_counts("multinomial_counts"),
             "resample_residual": _via_counts("residual_counts"),
+            # compiled CPU loops, when Numba is installed (pip install "sgmc[cpu]"); SGMC_NATIVE=0 disables
+            **_numba.natives(),
         },
         numpy_arrays=True,
     )
