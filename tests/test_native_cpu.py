@@ -147,3 +147,31 @@ def test_without_numba_natives_are_absent():
     env = dict(os.environ, SGMC_NATIVE="0")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split() == ["True", "True"]
+
+
+@pytest.mark.parametrize("shape", [(100_000, 1000, 3), (50, 10, 5), (200, 40, 6), (1000, 250, 2)])
+def test_subsample_equals_the_twin(shape):
+    from sgmc._sampling import subsample_twin
+    from sgmc.backends import default_rng
+
+    n_data, size, batch = shape
+    for seed in range(20):
+        np.testing.assert_array_equal(_numba.subsample(default_rng(seed), n_data, size, batch),
+                                      subsample_twin(default_rng(seed), n_data, size, batch, False))
+
+
+def test_subsample_law_is_uniform_over_ordered_subsets():
+    # N = 12, n = 3: every ordered triple of distinct indices has probability 1 / 1320
+    from scipy import stats
+
+    from sgmc.backends import default_rng
+
+    rows = _numba.subsample(default_rng(11), 12, 3, 66_000)
+    assert all(len(set(r)) == 3 for r in rows[:1000])
+    code = (rows[:, 0] * 12 + rows[:, 1]) * 12 + rows[:, 2]
+    counts = np.bincount(code, minlength=12**3)
+    distinct = np.array([len({a, b, c}) == 3 for a in range(12) for b in range(12) for c in range(12)])
+    assert counts[~distinct].sum() == 0
+    observed = counts[distinct]
+    chi2 = float(((observed - 50.0) ** 2 / 50.0).sum())
+    assert stats.chi2.sf(chi2, observed.size - 1) > 1e-4

@@ -61,11 +61,16 @@ def available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
+_KERNELS: list = []
+
+
 def _jit() -> Any:
     """The compiled kernels' module, imported on first use (Numba's cache keeps the machine code on disk)."""
-    from . import _numba_kernels
+    if not _KERNELS:
+        from . import _numba_kernels
 
-    return _numba_kernels
+        _KERNELS.append(_numba_kernels)
+    return _KERNELS[0]
 
 
 # -- GLM gradient sums -----------------------------------------------------------------------------
@@ -107,6 +112,41 @@ def glm_grad_log_lik_diff_sum(kind: str, X, y, theta, centre, idx, weights, para
     return _glm(kind, X, y, theta, centre, idx, weights, param, True)
 
 
+# -- minibatch indices -----------------------------------------------------------------------------
+
+
+def subsample(rng: Any, n_data: int, size: int, batch: int, replace: bool = False) -> np.ndarray:
+    """Native twin of :func:`sgmc._sampling.subsample_twin`: the same draws, the same subsets.
+
+    Sparse subsets without replacement keep the first ``size`` distinct values of each row of
+    integer draws with one compiled pass and a bitmap (the twin sorts); rows short of ``size``
+    distinct values are drawn again in the twin's order, so the generator is consumed identically.
+    Draws with replacement and dense subsets run the NumPy backend's own path.
+    """
+    from ._numpy import subsample as numpy_subsample
+
+    if not _ON[0] or replace or size == n_data or size * 4 > n_data:
+        return numpy_subsample(rng, n_data, size, batch, replace)
+    from .._sampling import oversample
+
+    gen = rng.numpy_generator
+    m = oversample(size, n_data)
+    k = _jit()
+    rows = np.empty((batch, size), dtype=np.int64)
+    ok = np.empty(batch, dtype=np.bool_)
+    k.first_distinct(gen.integers(0, n_data, size=batch * m, dtype=np.int64).reshape(batch, m), size, n_data,
+                     rows, ok)
+    todo = np.flatnonzero(~ok)
+    while todo.size:
+        again = np.empty((todo.size, size), dtype=np.int64)
+        ok2 = np.empty(todo.size, dtype=np.bool_)
+        k.first_distinct(gen.integers(0, n_data, size=todo.size * m, dtype=np.int64).reshape(todo.size, m), size,
+                         n_data, again, ok2)
+        rows[todo[ok2]] = again[ok2]
+        todo = todo[~ok2]
+    return rows
+
+
 # -- resampling --------------------------------------------------------------------------------
 
 
@@ -139,6 +179,7 @@ def natives() -> dict:
     from ._numba_stein import stein_row_sums
 
     return {
+        "subsample": subsample,
         "glm_grad_log_lik_sum": glm_grad_log_lik_sum,
         "glm_grad_log_lik_diff_sum": glm_grad_log_lik_diff_sum,
         "stein_row_sums": stein_row_sums,

@@ -84,3 +84,31 @@ def ancestors_from_counts(counts, out):
         while k < n:  # counts that stop short of n (never for valid inputs): the last index
             out[b, k] = n - 1
             k += 1
+
+
+@nb.njit(**_OPTS)
+def first_distinct(draws, size, n_data, out, ok):
+    """The first ``size`` distinct values of each row of ``draws``, in draw order (``ok``: found them).
+
+    A bitmap of ``n_data`` bits marks the values seen; it is cleared after each row by walking the
+    row's kept values, so a row costs O(m) whatever ``n_data``.
+    """
+    seen = np.zeros((n_data + 7) // 8, dtype=np.uint8)
+    batch, m = draws.shape
+    for b in range(batch):
+        k = 0
+        for j in range(m):
+            v = draws[b, j]
+            byte = v >> 3
+            bit = np.uint8(1 << (v & 7))
+            if seen[byte] & bit:
+                continue
+            seen[byte] |= bit
+            out[b, k] = v
+            k += 1
+            if k == size:
+                break
+        ok[b] = k == size
+        for j in range(k):
+            v = out[b, j]
+            seen[v >> 3] = 0

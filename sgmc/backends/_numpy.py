@@ -26,7 +26,8 @@ def subsample(rng, n_data: int, size: int, batch: int, replace: bool = False) ->
     """
     gen = rng.numpy_generator
     if replace:
-        return gen.integers(0, n_data, size=(batch, size), dtype=np.int64)
+        # a flat size skips NumPy's shape product; the values fill the rows in the same order
+        return gen.integers(0, n_data, size=batch * size, dtype=np.int64).reshape(batch, size)
     if size == n_data or size * 4 > n_data:
         keys = gen.random((batch, n_data))
         if size == n_data:
