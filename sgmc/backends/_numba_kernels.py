@@ -81,8 +81,8 @@ def ancestors_from_counts(counts, out):
                 out[b, k] = i
                 k += 1
             prev = c
-        while k < n:  # counts that stop short of n (never for valid inputs): the last index
-            out[b, k] = n - 1
+        while k < n:  # counts that stop short of n: the twin's n (no particle i has counts[i] > k)
+            out[b, k] = n
             k += 1
 
 
