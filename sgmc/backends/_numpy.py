@@ -6,6 +6,7 @@ import numpy as np
 from array_api_compat import numpy as np_compat
 
 from .._sampling import oversample
+from . import _numba
 from ._base import Backend, HostGenerator, set_rows_inplace
 
 
@@ -25,7 +26,8 @@ def subsample(rng, n_data: int, size: int, batch: int, replace: bool = False) ->
     """
     gen = rng.numpy_generator
     if replace:
-        return gen.integers(0, n_data, size=(batch, size), dtype=np.int64)
+        # a flat size skips NumPy's shape product; the values fill the rows in the same order
+        return gen.integers(0, n_data, size=batch * size, dtype=np.int64).reshape(batch, size)
     if size == n_data or size * 4 > n_data:
         keys = gen.random((batch, n_data))
         if size == n_data:
@@ -142,6 +144,8 @@ def make_backend() -> Backend:
             "resample_stratified": _via_counts("stratified_counts"),
             "resample_multinomial": _via_counts("multinomial_counts"),
             "resample_residual": _via_counts("residual_counts"),
+            # compiled CPU loops, when Numba is installed (pip install "sgmc[cpu]"); SGMC_NATIVE=0 disables
+            **_numba.natives(),
         },
         numpy_arrays=True,
     )

@@ -85,6 +85,14 @@ class _GLM(Model):
         return r[..., None] * Xb
 
     def grad_log_lik_sum(self, theta: Array, idx: Array | None = None, weights: Array | None = None) -> Array:
+        if idx is not None and self._native_kind:
+            # a backend's fused gather-and-reduce (a CUDA kernel on CuPy, compiled loops on NumPy with
+            # Numba), on all chains at once; the blocked array-API code below is its twin
+            fast = native(self.xp, "glm_grad_log_lik_sum")
+            if fast is not None:
+                out = fast(self._native_kind, self.X, self.y, theta, idx, weights, self._native_param)
+                if out is not NotImplemented:
+                    return out
         block = self.block_elements
         if idx is not None and block is not None and theta.shape[0] == idx.shape[0]:
             chains, batch = idx.shape
@@ -99,13 +107,6 @@ class _GLM(Model):
         return self._grad_log_lik_sum(theta, idx, weights)
 
     def _grad_log_lik_sum(self, theta: Array, idx: Array | None, weights: Array | None) -> Array:
-        if idx is not None and self._native_kind:
-            # a backend's fused gather-and-reduce (a CUDA kernel on CuPy); this method is its twin
-            fast = native(self.xp, "glm_grad_log_lik_sum")
-            if fast is not None:
-                out = fast(self._native_kind, self.X, self.y, theta, idx, weights, self._native_param)
-                if out is not NotImplemented:
-                    return out
         eta, y, Xb = self._linear(theta, idx)
         r = self._terms(eta, y, want=(False, True, False))[1]
         if weights is not None:
@@ -121,6 +122,13 @@ class _GLM(Model):
 
         Blocked over chains like :meth:`grad_log_lik_sum`.
         """
+        if self._native_kind:
+            # a backend's fused two-point gather-and-reduce (compiled CPU loops); the code below is its twin
+            fast = native(self.xp, "glm_grad_log_lik_diff_sum")
+            if fast is not None:
+                out = fast(self._native_kind, self.X, self.y, theta, centre, idx, weights, self._native_param)
+                if out is not NotImplemented:
+                    return out
         block = self.block_elements
         if block is not None and theta.shape[0] == idx.shape[0]:
             chains, batch = idx.shape

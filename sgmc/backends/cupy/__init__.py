@@ -186,6 +186,7 @@ def native_table() -> dict:
         "resample_residual",
         "stein_row_sums",
         "glm_grad_log_lik_sum",
+        "glm_grad_log_lik_diff_sum",
         "stochvol_step",
         "subsample",
     )

@@ -1,0 +1,189 @@
+"""CPU-native fast paths compiled with Numba, for the hot loops that NumPy cannot fuse.
+
+Each function here is the native twin of an array-API function elsewhere in the library, registered
+in the NumPy backend's ``native`` table under that function's name (:func:`sgmc._dispatch.native`):
+
+* ``"glm_grad_log_lik_sum"`` and ``"glm_grad_log_lik_diff_sum"``: the minibatch gradient sums of the
+  GLMs (:class:`sgmc.models.LogisticRegression`, :class:`sgmc.models.LinearRegression`). Per chain and
+  minibatch row, the row of X is read once: its product with theta (and with the control-variate
+  centre), the residual, and the row times the residual added to the chain's sum while the row is in
+  cache. NumPy instead copies the rows out (``X[idx]``), then reads the copy twice.
+* ``"stein_row_sums"``: the pair sums of the IMQ Stein kernel (:mod:`sgmc.diagnostics._stein`), one
+  fused loop over pairs instead of matrix products and elementwise passes over tiles; the loop body
+  is generated for each dimension so that the compiler vectorises across columns.
+* ``"resample_<scheme>"``: ancestors from cumulative offspring counts in one pass.
+
+Numba is optional (``pip install "sgmc[cpu]"``). Without it, or with the environment variable
+``SGMC_NATIVE=0``, nothing here is registered and the array-API twins run. The results equal the
+twins' up to floating-point rounding (the sums are accumulated in a different order, in float64);
+the per-datum arithmetic (one ``exp`` per datum for the logistic model) is the twins'.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+__all__ = ["available", "natives", "set_enabled"]
+
+_GLM_KINDS = {"logistic": 0, "linear": 1}
+#: Largest dimension of the fused Stein loop (its row lives in registers); beyond it the twin runs.
+STEIN_MAX_DIM = 32
+
+
+def _env_enabled() -> bool:
+    return os.environ.get("SGMC_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+_ON = [_env_enabled()]
+
+
+def set_enabled(on: bool) -> bool:
+    """Turn the compiled paths on or off in this process (benchmarks, tests); returns the old setting.
+
+    Off, every entry returns what its array-API twin returns, by running the twin (the GLM entries
+    return ``NotImplemented``, which makes the model run its own code).
+    """
+    old = _ON[0]
+    _ON[0] = bool(on)
+    return old
+
+
+def available() -> bool:
+    """Whether Numba is installed and the natives are enabled (``SGMC_NATIVE`` is not ``0``)."""
+    if not _env_enabled():
+        return False
+    # find_spec, not import: Numba loads (about half a second) only when a native first runs
+    return importlib.util.find_spec("numba") is not None
+
+
+_KERNELS: list = []
+
+
+def _jit() -> Any:
+    """The compiled kernels' module, imported on first use (Numba's cache keeps the machine code on disk)."""
+    if not _KERNELS:
+        from . import _numba_kernels
+
+        _KERNELS.append(_numba_kernels)
+    return _KERNELS[0]
+
+
+# -- GLM gradient sums -----------------------------------------------------------------------------
+
+
+def _glm(kind: str, X, y, theta, centre, idx, weights, param: float, two: bool):
+    if (
+        not _ON[0]
+        or kind not in _GLM_KINDS
+        or not isinstance(X, np.ndarray)
+        or X.ndim != 2
+        or theta.ndim != 2
+        or idx.ndim != 2
+        or theta.shape[0] != idx.shape[0]
+        or X.dtype not in (np.float32, np.float64)
+        or theta.dtype != X.dtype
+        or y.dtype != X.dtype
+        or (two and (centre.shape != theta.shape or centre.dtype != X.dtype))
+        or (weights is not None and (weights.shape != idx.shape or weights.dtype != X.dtype))
+    ):
+        return NotImplemented
+    k = _jit()
+    chains = idx.shape[0]
+    out = np.zeros((chains, X.shape[1]), dtype=np.float64)
+    has_w = weights is not None
+    w = weights if has_w else np.empty((chains, 0), dtype=X.dtype)
+    ce = centre if two else theta
+    k.glm_chains(_GLM_KINDS[kind], X, y, theta, ce, idx.astype(np.int64, copy=False), w, has_w, two, float(param), out)
+    return out if X.dtype == np.float64 else out.astype(X.dtype)
+
+
+def glm_grad_log_lik_sum(kind: str, X, y, theta, idx, weights, param: float):
+    """Native twin of ``_GLM._grad_log_lik_sum``: ``sum_b w_cb r(x_{idx_cb} . theta_c, y) x_{idx_cb}``."""
+    return _glm(kind, X, y, theta, None, idx, weights, param, False)
+
+
+def glm_grad_log_lik_diff_sum(kind: str, X, y, theta, centre, idx, weights, param: float):
+    """Native twin of ``_GLM._grad_diff_sum``: the control-variate difference from one read of each row."""
+    return _glm(kind, X, y, theta, centre, idx, weights, param, True)
+
+
+# -- minibatch indices -----------------------------------------------------------------------------
+
+
+def subsample(rng: Any, n_data: int, size: int, batch: int, replace: bool = False) -> np.ndarray:
+    """Native twin of :func:`sgmc._sampling.subsample_twin`: the same draws, the same subsets.
+
+    Sparse subsets without replacement keep the first ``size`` distinct values of each row of
+    integer draws with one compiled pass and a bitmap (the twin sorts); rows short of ``size``
+    distinct values are drawn again in the twin's order, so the generator is consumed identically.
+    Draws with replacement and dense subsets run the NumPy backend's own path.
+    """
+    from ._numpy import subsample as numpy_subsample
+
+    if not _ON[0] or replace or size == n_data or size * 4 > n_data:
+        return numpy_subsample(rng, n_data, size, batch, replace)
+    from .._sampling import oversample
+
+    gen = rng.numpy_generator
+    m = oversample(size, n_data)
+    k = _jit()
+    rows = np.empty((batch, size), dtype=np.int64)
+    ok = np.empty(batch, dtype=np.bool_)
+    k.first_distinct(gen.integers(0, n_data, size=batch * m, dtype=np.int64).reshape(batch, m), size, n_data,
+                     rows, ok)
+    todo = np.flatnonzero(~ok)
+    while todo.size:
+        again = np.empty((todo.size, size), dtype=np.int64)
+        ok2 = np.empty(todo.size, dtype=np.bool_)
+        k.first_distinct(gen.integers(0, n_data, size=todo.size * m, dtype=np.int64).reshape(todo.size, m), size,
+                         n_data, again, ok2)
+        rows[todo[ok2]] = again[ok2]
+        todo = todo[~ok2]
+    return rows
+
+
+# -- resampling --------------------------------------------------------------------------------
+
+
+def _ancestors(counts: np.ndarray) -> np.ndarray:
+    counts = np.ascontiguousarray(counts, dtype=np.int64)
+    out = np.empty(counts.shape, dtype=np.int64)
+    _jit().ancestors_from_counts(counts, out)
+    return out
+
+
+def _via_counts(name: str):
+    def fast(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
+        from ..ssm import resampling
+
+        counts = getattr(resampling, name)(weights, u)
+        if not _ON[0]:
+            from ._numpy import _ancestors_from_counts
+
+            return _ancestors_from_counts(counts)
+        return _ancestors(counts)
+
+    fast.__doc__ = f"Native twin: the array-API ``{name}``, then the ancestors in one compiled pass."
+    return fast
+
+
+def natives() -> dict:
+    """The native table entries this module provides (empty when Numba is missing or disabled)."""
+    if not available():
+        return {}
+    from ._numba_stein import stein_row_sums
+
+    return {
+        "subsample": subsample,
+        "glm_grad_log_lik_sum": glm_grad_log_lik_sum,
+        "glm_grad_log_lik_diff_sum": glm_grad_log_lik_diff_sum,
+        "stein_row_sums": stein_row_sums,
+        "resample_stratified": _via_counts("stratified_counts"),
+        "resample_multinomial": _via_counts("multinomial_counts"),
+        "resample_residual": _via_counts("residual_counts"),
+    }

@@ -1,0 +1,177 @@
+"""The compiled CPU paths (Numba) equal their array-API twins; the library runs the same without them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba", reason="the compiled CPU paths need Numba (pip install 'sgmc[cpu]')")
+
+from array_api_compat import numpy as npx  # noqa: E402
+
+from sgmc._dispatch import native  # noqa: E402
+from sgmc.backends import _numba  # noqa: E402
+from sgmc.backends._numba_stein import stein_row_sums  # noqa: E402
+from sgmc.diagnostics import _stein, ksd  # noqa: E402
+from sgmc.models import LinearRegression, LogisticRegression  # noqa: E402
+from sgmc.ssm import resampling  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not _numba.available(), reason="SGMC_NATIVE=0 turns the compiled paths off")
+
+
+def _glm(kind, dtype, n=400, dim=5, seed=0):
+    r = np.random.default_rng(seed)
+    X = r.standard_normal((n, dim)).astype(dtype)
+    if kind == "logistic":
+        y = (r.random(n) < 0.5).astype(dtype)
+        return LogisticRegression(X, y)
+    y = (X @ r.standard_normal(dim) + r.standard_normal(n)).astype(dtype)
+    return LinearRegression(X, y, noise_var=0.7)
+
+
+@pytest.mark.parametrize("kind", ["logistic", "linear"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("chains", [1, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_glm_gradient_sums_equal_the_twin(kind, dtype, chains, weighted):
+    model = _glm(kind, dtype)
+    r = np.random.default_rng(1)
+    theta = (3.0 * r.standard_normal((chains, model.dim))).astype(dtype)  # large |eta| on both sides
+    centre = (theta + 0.3 * r.standard_normal(theta.shape)).astype(dtype)
+    idx = r.integers(0, model.n_data, (chains, 64))
+    idx[:, :5] = idx[:, :1]  # repeated rows
+    w = r.random((chains, 64)).astype(dtype) if weighted else None
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    fast = model.grad_log_lik_sum(theta, idx, w)
+    twin = model._grad_log_lik_sum(theta, idx, w)
+    assert fast.dtype == twin.dtype and fast.shape == (chains, model.dim)
+    np.testing.assert_allclose(fast, twin, rtol=tol, atol=tol * np.abs(twin).max())
+    fast2 = model.grad_log_lik_diff_sum(theta, centre, idx, w)
+    twin2 = model._grad_diff_sum(theta, centre, idx, w)
+    np.testing.assert_allclose(fast2, twin2, rtol=tol, atol=tol * np.abs(twin2).max())
+    # a broadcast centre (how the control-variate estimator passes it)
+    c1 = np.broadcast_to(centre[:1], theta.shape)
+    np.testing.assert_allclose(model.grad_log_lik_diff_sum(theta, c1, idx, w), model._grad_diff_sum(theta, c1, idx, w),
+                               rtol=tol, atol=tol * np.abs(twin2).max())
+
+
+def test_glm_native_is_registered_and_switchable():
+    fast = native(np, "glm_grad_log_lik_sum")
+    assert fast is not None
+    model = _glm("logistic", np.float64)
+    theta = np.ones((2, model.dim))
+    idx = np.zeros((2, 3), dtype=np.int64)
+    # inputs the loop does not take fall back to the twin (mixed dtypes)
+    assert fast("logistic", model.X, model.y, theta.astype(np.float32), idx, None, 0.0) is NotImplemented
+    old = _numba.set_enabled(False)
+    try:
+        assert fast("logistic", model.X, model.y, theta, idx, None, 0.0) is NotImplemented
+        np.testing.assert_array_equal(model.grad_log_lik_sum(theta, idx), model._grad_log_lik_sum(theta, idx, None))
+    finally:
+        _numba.set_enabled(old)
+
+
+def test_sampling_with_and_without_natives_agrees():
+    import sgmc
+
+    model = _glm("logistic", np.float64, n=2000, dim=3)
+    kw = dict(step_size=1e-3, batch_size=100, n_iter=200, chains=2, rng=4, progress=False)
+    a = sgmc.sample(model, "sgld", "minibatch", **kw).draws
+    old = _numba.set_enabled(False)
+    try:
+        b = sgmc.sample(model, "sgld", "minibatch", **kw).draws
+    finally:
+        _numba.set_enabled(old)
+    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["joint", "sum"])
+@pytest.mark.parametrize("beta", [-0.5, -0.3])
+@pytest.mark.parametrize("pre", ["med", "matrix"])
+@pytest.mark.parametrize("n", [2, 7, 257])
+def test_stein_pair_sums_equal_the_twin(kind, beta, pre, n):
+    r = np.random.default_rng(2)
+    d = 4
+    x = r.standard_normal((n, d))
+    s = -x + 0.2 * r.standard_normal((n, d))
+    if pre == "matrix":
+        a = r.standard_normal((d, d))
+        spec = a @ a.T + d * np.eye(d)
+    else:
+        spec = "med"
+    st = _stein.make_stein(npx, x, s, _stein.resolve_preconditioner(npx, x, spec), 1.3, beta, kind)
+    for triangle in ("upper", "lower"):
+        twin = _stein.row_sums_twin(npx, st, 16, triangle)
+        fast = stein_row_sums(npx, st, 16, triangle)
+        assert np.shape(fast) == np.shape(twin)
+        np.testing.assert_allclose(fast, twin, rtol=1e-11, atol=1e-12 * max(1.0, float(np.abs(twin).max())))
+
+
+def test_ksd_float32_and_large_dimension_take_the_right_path():
+    r = np.random.default_rng(3)
+    x = r.standard_normal((300, 3)).astype(np.float32)
+    a = float(ksd(x, -x))
+    old = _numba.set_enabled(False)
+    try:
+        b = float(ksd(x, -x))
+    finally:
+        _numba.set_enabled(old)
+    assert a == pytest.approx(b, rel=1e-4)
+    big = r.standard_normal((50, _numba.STEIN_MAX_DIM + 1))
+    st = _stein.make_stein(npx, big, -big, _stein.resolve_preconditioner(npx, big, "med"), 1.0, -0.5, "joint")
+    assert float(stein_row_sums(npx, st, 16, "upper")) == float(_stein.row_sums_twin(npx, st, 16, "upper"))
+
+
+@pytest.mark.parametrize("scheme", ["systematic", "stratified", "multinomial", "residual"])
+def test_resampling_equals_the_twin(scheme):
+    r = np.random.default_rng(5)
+    w = r.random((6, 50)) ** 3
+    w[2] = 0.0
+    w[2, 7] = 1.0  # one particle holds all the weight
+    w /= w.sum(axis=1, keepdims=True)
+    u = r.random(6) if scheme == "systematic" else r.random((6, 50))
+    fast = resampling.ancestors(w, u, scheme)
+    twin = resampling._TWINS[scheme](w, u)
+    np.testing.assert_array_equal(fast, twin)
+
+
+def test_without_numba_natives_are_absent():
+    code = (
+        "import numpy as np; from sgmc._dispatch import native; "
+        "print(native(np, 'glm_grad_log_lik_sum') is None, native(np, 'stein_row_sums') is None)"
+    )
+    env = dict(os.environ, SGMC_NATIVE="0")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["True", "True"]
+
+
+@pytest.mark.parametrize("shape", [(100_000, 1000, 3), (50, 10, 5), (200, 40, 6), (1000, 250, 2)])
+def test_subsample_equals_the_twin(shape):
+    from sgmc._sampling import subsample_twin
+    from sgmc.backends import default_rng
+
+    n_data, size, batch = shape
+    for seed in range(20):
+        np.testing.assert_array_equal(_numba.subsample(default_rng(seed), n_data, size, batch),
+                                      subsample_twin(default_rng(seed), n_data, size, batch, False))
+
+
+def test_subsample_law_is_uniform_over_ordered_subsets():
+    # N = 12, n = 3: every ordered triple of distinct indices has probability 1 / 1320
+    from scipy import stats
+
+    from sgmc.backends import default_rng
+
+    rows = _numba.subsample(default_rng(11), 12, 3, 66_000)
+    assert all(len(set(r)) == 3 for r in rows[:1000])
+    code = (rows[:, 0] * 12 + rows[:, 1]) * 12 + rows[:, 2]
+    counts = np.bincount(code, minlength=12**3)
+    distinct = np.array([len({a, b, c}) == 3 for a in range(12) for b in range(12) for c in range(12)])
+    assert counts[~distinct].sum() == 0
+    observed = counts[distinct]
+    chi2 = float(((observed - 50.0) ** 2 / 50.0).sum())
+    assert stats.chi2.sf(chi2, observed.size - 1) > 1e-4
