@@ -6,7 +6,7 @@ import numpy as np
 from array_api_compat import numpy as np_compat
 
 from .._sampling import oversample
-from . import _numba
+from . import _numba, _scatter
 from ._base import Backend, HostGenerator, set_rows_inplace
 
 
@@ -140,6 +140,7 @@ def make_backend() -> Backend:
         native={
             "subsample": subsample,
             "set_rows": set_rows_inplace,
+            "scatter_add": _scatter.scatter_add_numpy,
             "resample_systematic": resample_systematic,
             "resample_stratified": _via_counts("stratified_counts"),
             "resample_multinomial": _via_counts("multinomial_counts"),

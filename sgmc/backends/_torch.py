@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from array_api_compat import torch as torch_compat
 
+from . import _scatter
 from ._base import Backend, HostGenerator, set_rows_inplace
 
 
@@ -44,6 +45,6 @@ def make_backend() -> Backend:
         default_device=torch.device("cpu"),
         synchronize=_sync,
         on_cpu=_on_cpu,
-        native={"set_rows": set_rows_inplace},
+        native={"set_rows": set_rows_inplace, "scatter_add": _scatter.scatter_add_torch},
     )
     return backend

@@ -5,6 +5,7 @@ of a user-defined model, and :mod:`sgmc.models.transforms` for reparametrisation
 """
 
 from .autodiff import TorchModel, from_torch
+from .bpmf import BPMF
 from .base import IIDData, Model, Target, check_compatible, check_target, provides, require, take_rows
 from .gaussian import Gaussian, GaussianTarget
 from .glm import LinearRegression, LogisticRegression
@@ -26,6 +27,7 @@ __all__ = [
     "LogisticRegression",
     "Affine",
     "DirichletCategorical",
+    "BPMF",
     "from_torch",
     "TorchModel",
 ]

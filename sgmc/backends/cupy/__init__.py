@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _scatter
 from .._base import Backend, Generator, numpy_dtype, set_rows_inplace
 
 __all__ = ["CupyGenerator", "device_available", "device_status", "make_backend", "INSTALL_HINT"]
@@ -220,7 +221,7 @@ def make_backend() -> Backend:
         from_host=from_host,
         default_device=None,
         synchronize=sync,
-        native={**native_table(), "set_rows": set_rows_inplace},
+        native={**native_table(), "set_rows": set_rows_inplace, "scatter_add": _scatter.scatter_add_cupy},
         is_available=device_available,
         unavailable_reason=why,
         on_cpu=lambda device: False,
