@@ -12,7 +12,8 @@ medians, so machine noise falls on both alike. The natives are switched in proce
 * ``ksd``: ``sgmc.diagnostics.ksd`` at n = 20,000, d = 10 (joint kind), against the arithmetic bound:
   the pair count n (n + 1) / 2 times the 8 d + 13 flops of a pair (plus one division and one square root
   counted as one flop each), at the GFLOP/s of a large float64 matrix product on the same threads.
-* ``resample``: the four resampling schemes, 100 batches of 1,000 particles.
+* ``resample``: the four resampling schemes, 100 batches of 1,000 particles (only systematic has a
+  compiled path; the other rows compare the NumPy path with itself, as a noise check).
 
 Usage (from the repository root; ``pip install "sgmc[cpu]" blackjax``)::
 
@@ -72,6 +73,7 @@ def _with_native(on: bool, fn):
 
 
 def bench_glm(reps: int) -> list:
+    _numba.GLM_MIN_DIM = 0  # measure the loop at every size (the library uses it from d = 32)
     rows = []
     for dim, chains, two in [(10, 1, False), (10, 32, False), (100, 32, False), (10, 1, True), (100, 32, True)]:
         X, y = _data(dim)

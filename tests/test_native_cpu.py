@@ -23,6 +23,12 @@ from sgmc.ssm import resampling  # noqa: E402
 pytestmark = pytest.mark.skipif(not _numba.available(), reason="SGMC_NATIVE=0 turns the compiled paths off")
 
 
+@pytest.fixture(autouse=True)
+def _glm_loop_at_every_size(monkeypatch):
+    # the library routes only d >= GLM_MIN_DIM through the loop; the tests check it at small d too
+    monkeypatch.setattr(_numba, "GLM_MIN_DIM", 0)
+
+
 def _glm(kind, dtype, n=400, dim=5, seed=0):
     r = np.random.default_rng(seed)
     X = r.standard_normal((n, dim)).astype(dtype)

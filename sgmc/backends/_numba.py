@@ -5,13 +5,15 @@ in the NumPy backend's ``native`` table under that function's name (:func:`sgmc.
 
 * ``"glm_grad_log_lik_sum"`` and ``"glm_grad_log_lik_diff_sum"``: the minibatch gradient sums of the
   GLMs (:class:`sgmc.models.LogisticRegression`, :class:`sgmc.models.LinearRegression`). Per chain and
-  minibatch row, the row of X is read once: its product with theta (and with the control-variate
+  minibatch row, the row of X is read once (used from d = ``GLM_MIN_DIM`` on): its product with theta (and with the control-variate
   centre), the residual, and the row times the residual added to the chain's sum while the row is in
   cache. NumPy instead copies the rows out (``X[idx]``), then reads the copy twice.
 * ``"stein_row_sums"``: the pair sums of the IMQ Stein kernel (:mod:`sgmc.diagnostics._stein`), one
   fused loop over pairs instead of matrix products and elementwise passes over tiles; the loop body
   is generated for each dimension so that the compiler vectorises across columns.
-* ``"resample_<scheme>"``: ancestors from cumulative offspring counts in one pass.
+* ``"resample_systematic"``: systematic resampling, the running sum, counts and ancestors in one pass.
+* ``"subsample"``: minibatch indices without replacement, the first distinct values of the integer
+  draws found with a bitmap instead of a sort.
 
 Numba is optional (``pip install "sgmc[cpu]"``). Without it, or with the environment variable
 ``SGMC_NATIVE=0``, nothing here is registered and the array-API twins run. The results equal the
@@ -31,6 +33,10 @@ import numpy as np
 __all__ = ["available", "natives", "set_enabled"]
 
 _GLM_KINDS = {"logistic": 0, "linear": 1}
+#: Smallest dimension for which the compiled GLM loop runs. Below it NumPy's own path is as fast or
+#: faster: the loop's exp is the scalar libm one, NumPy's is vectorised, and at small d the exp is
+#: most of the work (docs/performance.md). Tests set it to 0 to check the loop at every size.
+GLM_MIN_DIM = 32
 #: Largest dimension of the fused Stein loop (its row lives in registers); beyond it the twin runs.
 STEIN_MAX_DIM = 32
 
@@ -82,6 +88,9 @@ def _glm(kind: str, X, y, theta, centre, idx, weights, param: float, two: bool):
         or kind not in _GLM_KINDS
         or not isinstance(X, np.ndarray)
         or X.ndim != 2
+        or X.shape[1] < GLM_MIN_DIM
+        or not isinstance(X, np.ndarray)
+        or X.ndim != 2
         or theta.ndim != 2
         or idx.ndim != 2
         or theta.shape[0] != idx.shape[0]
@@ -98,7 +107,11 @@ def _glm(kind: str, X, y, theta, centre, idx, weights, param: float, two: bool):
     has_w = weights is not None
     w = weights if has_w else np.empty((chains, 0), dtype=X.dtype)
     ce = centre if two else theta
-    k.glm_chains(_GLM_KINDS[kind], X, y, theta, ce, idx.astype(np.int64, copy=False), w, has_w, two, float(param), out)
+    idx = idx.astype(np.int64, copy=False)
+    if two:
+        k.glm_chains_diff(_GLM_KINDS[kind], X, y, theta, ce, idx, w, has_w, float(param), out)
+    else:
+        k.glm_chains(_GLM_KINDS[kind], X, y, theta, idx, w, has_w, float(param), out)
     return out if X.dtype == np.float64 else out.astype(X.dtype)
 
 
@@ -150,26 +163,17 @@ def subsample(rng: Any, n_data: int, size: int, batch: int, replace: bool = Fals
 # -- resampling --------------------------------------------------------------------------------
 
 
-def _ancestors(counts: np.ndarray) -> np.ndarray:
-    counts = np.ascontiguousarray(counts, dtype=np.int64)
-    out = np.empty(counts.shape, dtype=np.int64)
-    _jit().ancestors_from_counts(counts, out)
+def resample_systematic(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Native twin of :func:`sgmc.ssm.resampling.systematic_ancestors`: one compiled pass per row."""
+    w = np.ascontiguousarray(weights, dtype=np.float64)
+    uu = np.ascontiguousarray(np.broadcast_to(np.asarray(u, dtype=np.float64), (w.shape[0],)))
+    if not _ON[0]:
+        from ._numpy import resample_systematic as numpy_systematic
+
+        return numpy_systematic(weights, u)
+    out = np.empty(w.shape, dtype=np.int64)
+    _jit().systematic(w, uu, out)
     return out
-
-
-def _via_counts(name: str):
-    def fast(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
-        from ..ssm import resampling
-
-        counts = getattr(resampling, name)(weights, u)
-        if not _ON[0]:
-            from ._numpy import _ancestors_from_counts
-
-            return _ancestors_from_counts(counts)
-        return _ancestors(counts)
-
-    fast.__doc__ = f"Native twin: the array-API ``{name}``, then the ancestors in one compiled pass."
-    return fast
 
 
 def natives() -> dict:
@@ -183,7 +187,7 @@ def natives() -> dict:
         "glm_grad_log_lik_sum": glm_grad_log_lik_sum,
         "glm_grad_log_lik_diff_sum": glm_grad_log_lik_diff_sum,
         "stein_row_sums": stein_row_sums,
-        "resample_stratified": _via_counts("stratified_counts"),
-        "resample_multinomial": _via_counts("multinomial_counts"),
-        "resample_residual": _via_counts("residual_counts"),
+        # the other schemes' NumPy paths (counts by the twin, ancestors by a histogram) are as fast as
+        # a compiled pass here, so they stay
+        "resample_systematic": resample_systematic,
     }

@@ -21,69 +21,67 @@ def _resid(kind, eta, y, param):
     return (y - eta) / param
 
 
-@nb.njit(**_OPTS)
-def _glm_chain(kind, X, y, th, idx_c, w_c, has_w, param, out_c, two, ce):
-    # Three passes over the chain's minibatch: the products (loads only, so the memory system fetches
-    # many rows at once), the residuals, then the sums from the rows, which are now in cache.
-    d = X.shape[1]
-    n = idx_c.shape[0]
-    r = np.empty(n, dtype=np.float64)
-    r0 = np.empty(n if two else 0, dtype=np.float64)
-    for b in range(n):
-        row = idx_c[b]
-        eta = 0.0
-        eta0 = 0.0
-        for m in range(d):
-            xv = X[row, m]
-            eta += xv * th[m]
-            if two:
-                eta0 += xv * ce[m]
-        r[b] = eta
-        if two:
-            r0[b] = eta0
-    for b in range(n):
-        yb = y[idx_c[b]]
-        v = _resid(kind, r[b], yb, param)
-        if two:
-            v = v - _resid(kind, r0[b], yb, param)
-        if has_w:
-            v = v * w_c[b]
-        r[b] = v
-    for b in range(n):
-        row = idx_c[b]
-        v = r[b]
-        for m in range(d):
-            out_c[m] += v * X[row, m]
+# Sums over a row's coordinates may be reordered (vectorised); rounding differs from the twin's
+# matrix products only in the last bits, as the twin's own blocked products do.
+_FAST = dict(_OPTS, fastmath={"reassoc", "contract", "nsz"})
 
 
-@nb.njit(**_OPTS)
-def glm_chains(kind, X, y, theta, centre, idx, w, has_w, two, param, out):
+@nb.njit(**_FAST)
+def _dot(X, row, th):
+    acc = 0.0
+    for m in range(X.shape[1]):
+        acc += X[row, m] * th[m]
+    return acc
+
+
+@nb.njit(**_FAST)
+def _axpy(out_c, v, X, row):
+    for m in range(X.shape[1]):
+        out_c[m] += v * X[row, m]
+
+
+@nb.njit(**_FAST)
+def glm_chains(kind, X, y, theta, idx, w, has_w, param, out):
     """Every chain's gradient sum, one chain after another on this thread.
 
+    Per chain, three passes over its minibatch: the products (loads only, so the memory system
+    fetches many rows at once), the residuals, then the sums from the rows, which are now in cache.
     One thread on purpose: the loop is bound by memory traffic, which a second thread on a 2-core
     machine barely raises, and threads that wait for each other lose badly when other processes
     compete for the cores. Run chain groups on several processes for parallelism (``executor=``).
     """
+    n = idx.shape[1]
+    r = np.empty(n, dtype=np.float64)
     for c in range(idx.shape[0]):
-        _glm_chain(kind, X, y, theta[c], idx[c], w[c], has_w, param, out[c], two, centre[c])
+        th = theta[c]
+        for b in range(n):
+            r[b] = _dot(X, idx[c, b], th)
+        for b in range(n):
+            v = _resid(kind, r[b], y[idx[c, b]], param)
+            r[b] = v * w[c, b] if has_w else v
+        for b in range(n):
+            _axpy(out[c], r[b], X, idx[c, b])
 
 
-@nb.njit(**_OPTS)
-def ancestors_from_counts(counts, out):
-    """Ancestor indices from cumulative offspring counts (batch, n) ending at n."""
-    batch, n = counts.shape
-    for b in range(batch):
-        k = 0
-        prev = 0
-        for i in range(n):
-            c = counts[b, i]
-            for _ in range(c - prev):
-                out[b, k] = i
-                k += 1
-            prev = c
-        while k < n:  # counts that stop short of n: the twin's n (no particle i has counts[i] > k)
-            out[b, k] = n
-            k += 1
+@nb.njit(**_FAST)
+def glm_chains_diff(kind, X, y, theta, centre, idx, w, has_w, param, out):
+    """The control-variate difference sum_b w (r(x . theta) - r(x . centre)) x, each row read once."""
+    n = idx.shape[1]
+    r = np.empty(n, dtype=np.float64)
+    r0 = np.empty(n, dtype=np.float64)
+    for c in range(idx.shape[0]):
+        th = theta[c]
+        ce = centre[c]
+        for b in range(n):
+            row = idx[c, b]
+            r[b] = _dot(X, row, th)
+            r0[b] = _dot(X, row, ce)
+        for b in range(n):
+            yb = y[idx[c, b]]
+            v = _resid(kind, r[b], yb, param) - _resid(kind, r0[b], yb, param)
+            r[b] = v * w[c, b] if has_w else v
+        for b in range(n):
+            _axpy(out[c], r[b], X, idx[c, b])
 
 
 @nb.njit(**_OPTS)
@@ -112,3 +110,34 @@ def first_distinct(draws, size, n_data, out, ok):
         for j in range(k):
             v = out[b, j]
             seen[v >> 3] = 0
+
+
+@nb.njit(**_OPTS)
+def systematic(weights, u, out):
+    """Systematic resampling in one pass per row, with the twin's arithmetic (so the same integers).
+
+    The twin forms c = cumsum(w) * (N / sum w), sets the last entry to N, adds u, floors to the
+    cumulative offspring counts and turns them into ancestors; here the running sum, the count and
+    the ancestors of each particle are produced together.
+    """
+    batch, n = weights.shape
+    for b in range(batch):
+        total = 0.0
+        for i in range(n):
+            total += weights[b, i]
+        scale = n / total
+        ub = u[b]
+        k = 0
+        acc = 0.0
+        for i in range(n):
+            acc += weights[b, i]
+            v = (acc * scale if i < n - 1 else float(n)) + ub
+            c = int(v)
+            if c > n:
+                c = n
+            while k < c:
+                out[b, k] = i
+                k += 1
+        while k < n:
+            out[b, k] = n
+            k += 1
