@@ -4,10 +4,11 @@ Each function here is the native twin of an array-API function elsewhere in the 
 in the NumPy backend's ``native`` table under that function's name (:func:`sgmc._dispatch.native`):
 
 * ``"glm_grad_log_lik_sum"`` and ``"glm_grad_log_lik_diff_sum"``: the minibatch gradient sums of the
-  GLMs (:class:`sgmc.models.LogisticRegression`, :class:`sgmc.models.LinearRegression`). Per chain and
-  minibatch row, the row of X is read once (used from d = ``GLM_MIN_DIM`` on): its product with theta (and with the control-variate
-  centre), the residual, and the row times the residual added to the chain's sum while the row is in
-  cache. NumPy instead copies the rows out (``X[idx]``), then reads the copy twice.
+  GLMs (:class:`sgmc.models.LogisticRegression`, :class:`sgmc.models.LinearRegression`), used from
+  d = ``GLM_MIN_DIM`` on. Per chain and minibatch row, the row of X is read from memory once: its
+  product with theta (and with the control-variate centre), the residual, and the row times the
+  residual added to the chain's sum while the row is in cache. NumPy instead copies the rows out
+  (``X[idx]``), then reads the copy twice.
 * ``"stein_row_sums"``: the pair sums of the IMQ Stein kernel (:mod:`sgmc.diagnostics._stein`), one
   fused loop over pairs instead of matrix products and elementwise passes over tiles; the loop body
   is generated for each dimension so that the compiler vectorises across columns.
@@ -24,7 +25,6 @@ the per-datum arithmetic (one ``exp`` per datum for the logistic model) is the t
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 from typing import Any
 

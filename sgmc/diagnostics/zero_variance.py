@@ -18,7 +18,6 @@ error, from the effective sample size of the corrected draws (:func:`sgmc.diagno
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .._array_api import Array, Namespace, array_namespace, as_float_array, check_finite, device_of, float_dtype
 from .ess import mcse
