@@ -5,6 +5,7 @@ of a user-defined model, and :mod:`sgmc.models.transforms` for reparametrisation
 """
 
 from .autodiff import TorchModel, from_torch
+from .bnn import BayesianNeuralNetwork
 from .base import IIDData, Model, Target, check_compatible, check_target, provides, require, take_rows
 from .gaussian import Gaussian, GaussianTarget
 from .glm import LinearRegression, LogisticRegression
@@ -26,6 +27,7 @@ __all__ = [
     "LogisticRegression",
     "Affine",
     "DirichletCategorical",
+    "BayesianNeuralNetwork",
     "from_torch",
     "TorchModel",
 ]
