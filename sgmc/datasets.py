@@ -698,13 +698,14 @@ def read_idx(path: Any, ndim: int) -> np.ndarray:
             msg = f"{path}: starts like a gzip file but cannot be decompressed ({exc})"
             raise ValueError(msg) from exc
     magic = 0x0800 + ndim
+    got = int.from_bytes(raw[:4], "big") if len(raw) >= 4 else None
+    if got != magic:
+        found = "no magic number" if got is None else f"magic number 0x{got:08x}"
+        msg = (f"{path}: {found}, not that of an IDX file of unsigned bytes with {ndim} dimension(s) "
+               f"(0x{magic:08x}); is it the right file?")
+        raise ValueError(msg)
     if len(raw) < 4 + 4 * ndim:
         msg = f"{path}: {len(raw)} bytes is too short for an IDX header with {ndim} dimension(s)"
-        raise ValueError(msg)
-    got = int.from_bytes(raw[:4], "big")
-    if got != magic:
-        msg = (f"{path}: magic number 0x{got:08x} is not that of an IDX file of unsigned bytes with "
-               f"{ndim} dimension(s) (0x{magic:08x}); is it the right file?")
         raise ValueError(msg)
     dims = tuple(int.from_bytes(raw[4 + 4 * k: 8 + 4 * k], "big") for k in range(ndim))
     n = int(np.prod(dims))

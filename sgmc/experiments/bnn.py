@@ -124,8 +124,9 @@ def _sample(model, method, h, n_grad, burn_grad, init, centre, batch, n_leapfrog
     est_opts = {"centre": centre} if estimator == "cv" else {}
     start = centre if estimator == "cv" else init
     t0 = time.perf_counter()
+    # keep the last draw of every block of `thin` iterations, so the last kept draw is the last one
     trace = sgmc.sample(model, sampler, estimator, step_size=h, batch_size=batch, n_iter=burn + n_iter,
-                        burn_in=burn, thin=thin, chains=init.shape[0], init=start, rng=rng,
+                        burn_in=burn + thin - 1, thin=thin, chains=init.shape[0], init=start, rng=rng,
                         progress=False, sampler_options=opts, estimator_options=est_opts)
     seconds = time.perf_counter() - t0
     iters = (np.asarray(trace.iterations) - burn + 1) * per
