@@ -96,7 +96,8 @@ def test_gradient_matches_torch_autograd(hidden):
         logp = torch.log_softmax(act(X @ B + b) @ A + a, -1)
         lp = (Y * logp).sum()
         for g, w in enumerate((B, b, A, a)):
-            lam = torch.distributions.Gamma(1.0, 1.0)
+            one = torch.tensor(1.0, dtype=torch.float64)
+            lam = torch.distributions.Gamma(one, one)
             lp = lp + torch.distributions.Normal(0.0, torch.exp(-0.5 * s[g])).log_prob(w).sum()
             lp = lp + lam.log_prob(torch.exp(s[g])) + s[g]  # log Jacobian of lambda = e^s
         lp.backward()
