@@ -6,6 +6,7 @@ of a user-defined model, and :mod:`sgmc.models.transforms` for reparametrisation
 
 from .autodiff import TorchModel, from_torch
 from .bpmf import BPMF
+from .bnn import BayesianNeuralNetwork
 from .base import IIDData, Model, Target, check_compatible, check_target, provides, require, take_rows
 from .gaussian import Gaussian, GaussianTarget
 from .glm import LinearRegression, LogisticRegression
@@ -28,6 +29,7 @@ __all__ = [
     "Affine",
     "DirichletCategorical",
     "BPMF",
+    "BayesianNeuralNetwork",
     "from_torch",
     "TorchModel",
 ]
