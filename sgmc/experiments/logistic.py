@@ -50,7 +50,12 @@ COLUMNS = ["Metric", "d", "NUTS"] + [m[0] for m in METHODS] + ["ADVI"]
 def settings(ctx: Context) -> dict:
     base = QUICK if ctx.quick else FULL
     cfg = {k: ctx.option(k, v) for k, v in base.items()}
-    cfg["dims"] = tuple(int(d) for d in cfg["dims"])
+    dims = cfg["dims"]
+    dims = (dims,) if isinstance(dims, int) else dims
+    if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims):
+        msg = f"option `dims` must be a positive int or a sequence of them; got {cfg['dims']!r}"
+        raise ValueError(msg)
+    cfg["dims"] = tuple(dims)
     return cfg
 
 
