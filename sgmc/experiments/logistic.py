@@ -90,17 +90,18 @@ def run_dim(ctx: Context, cfg: dict, dim: int, reference) -> dict:
 
 def run_tuned(ctx: Context, problem, label: str, smp: str, est: str, res, cfg: dict, seed) -> tuple:
     """The long run at the step with the smallest pilot KSD; if it diverges, at the next best step."""
-    order = sorted((row for row in res.table if not row["diverged"]), key=lambda row: row["ksd"])
+    order = [row["step_size"] for row in sorted((r for r in res.table if not r["diverged"]), key=lambda r: r["ksd"])]
+    smallest = min(row["step_size"] for row in res.table)
+    order += [smallest / 3.0 ** i for i in range(1, 4)]  # when every pilot step diverges in the long run
     diverged = []
-    for row in order:
-        h = row["step_size"]
+    for h in order:
         ctx.status(f"d = {problem.dim}: {label}: h = {h:.3g}; running {cfg['iters']} iterations ...")
         try:
             return h, run_method(problem, smp, est, h, cfg["iters"], cfg["sgd_steps"], seed), diverged
         except FloatingPointError:
             diverged.append(h)
             ctx.status(f"d = {problem.dim}: {label}: diverged at h = {h:.3g}; the next best pilot step")
-    msg = f"{label} diverged at every step size of the grid {[r['step_size'] for r in res.table]}"
+    msg = f"{label} diverged at every step size tried: {order}"
     raise FloatingPointError(msg)
 
 
@@ -125,6 +126,8 @@ def run(ctx: Context) -> dict:
         ctx.status(note)
     by_dim, steps = {}, []
     for dim in cfg["dims"]:
+        if by_dim:  # what is done so far, in case a later dimension fails
+            ctx.write_table("table2_partial", COLUMNS, table_rows(by_dim), title="Table 2 so far")
         r = run_dim(ctx, cfg, dim, reference)
         by_dim[dim] = r["results"]
         for label, t in r["tuning"].items():
