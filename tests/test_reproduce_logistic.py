@@ -73,6 +73,7 @@ def test_figures_tiny_through_the_command_line(tmp_path, capsys):
     assert "outputs written to" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # JAX's import and compilation: 10-50 s
 @needs_numpyro
 def test_table2_tiny_with_nuts_and_advi(tmp_path):
     opts = dict(TINY_TABLE, nuts=True, nuts_warmup=50, nuts_draws=100, advi_steps=200)
