@@ -251,7 +251,24 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--backend", choices=tuple(backends.registered()), default="numpy",
                      help="array library the samplers run on (default: numpy)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars or status lines")
+    rep.add_argument("--option", action="append", type=_experiment_option, default=[], metavar="KEY=VALUE",
+                     help="an experiment-specific setting, repeatable (for example --option dims=10,50); "
+                     "VALUE is read as a Python literal when it is one")
     return parser
+
+
+def _experiment_option(text: str) -> tuple:
+    import ast
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip().isidentifier():
+        msg = f"expected KEY=VALUE with KEY a name; got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        parsed = value
+    return key.strip(), parsed
 
 
 def _command_reproduce(args) -> int:
@@ -269,10 +286,12 @@ def _command_reproduce(args) -> int:
     out = args.out if args.out is not None else f"sgmc-{args.name}"
     backends.require(args.backend)
     result = experiments.reproduce(args.name, out, quick=args.quick, seed=args.seed,
-                                   progress=False if args.no_progress else True, backend=args.backend)
+                                   progress=False if args.no_progress else True, backend=args.backend,
+                                   **dict(args.option))
     for path in result["meta"]["files"]:
         if path.endswith(".md"):
-            print(open(os.path.join(out, path), encoding="utf-8").read())
+            with open(os.path.join(out, path), encoding="utf-8") as fh:
+                print(fh.read())
     print(f"outputs written to {out}/ ({', '.join(result['meta']['files'])}); "
           f"{result['meta']['wall_time_s']:.1f} s")
     return 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import math
 import os
 import pickle
 import signal
@@ -113,6 +114,7 @@ def sample(
     checkpoint: Any = None,
     checkpoint_every: int | None = None,
     backend: Any = None,
+    max_time: float | None = None,
     **unknown: Any,
 ) -> Trace:
     """Run stochastic gradient MCMC on ``model`` and return a :class:`~sgmc.Trace`.
@@ -181,6 +183,14 @@ def sample(
         anything else (:func:`sgmc.backends.move`); ``"cupy"`` runs everything on the current GPU,
         with the CUDA kernels of the hot loops. A missing library or GPU raises with what to
         install (``pip install "sgmc[gpu]"``). By default the model's arrays decide.
+    max_time : float, optional
+        A wall-clock budget in seconds for the iterations (set-up, such as the mode search of
+        ``"cv"``, not included). The run stops at the end of the iteration in which the budget is
+        spent and returns the trace of the iterations done (burn-in and thinning apply as usual):
+        ``trace.info["stopped"]`` is ``"max_time"`` and ``trace.info["iterations_done"]`` says how
+        many were done. Groups of chains that run one after another share the budget equally, and
+        every group stops at the iteration count of the first one that ran out, so all chains
+        have the same length. Runs in this process only: not with ``executor`` or ``checkpoint``.
 
     Returns
     -------
@@ -250,6 +260,8 @@ def sample(
             "choose a thinning interval that keeps at least two"
         )
         raise ValueError(msg)
+    if max_time is not None:
+        max_time = _check_max_time(max_time, executor, checkpoint)
     if checkpoint is not None:
         checkpoint = _check_checkpoint_path(checkpoint, executor)
         checkpoint_every = check_int(
@@ -288,6 +300,7 @@ def sample(
     job = _Job(model, spec, tasks, bounds, setup_time, setup_evals,
                {"n_iter": n_iter, "burn_in": burn_in, "thin": thin, "chains": chains},
                path=checkpoint, every=checkpoint_every or 0)
+    job.max_time = max_time
     return _execute(job, executor, progress, callback)
 
 
@@ -354,6 +367,8 @@ class _Job:
     every: int = 0
     results: list = field(default_factory=list)
     current: Any = None  # ChainsProgress of the group in progress, as last checkpointed
+    max_time: float | None = None  # wall-clock budget of the iterations (seconds), shared by the groups
+    budget_iters: int | None = None  # iterations done when a group ran out of the budget
 
     def save(self) -> None:
         with atomic_write(self.path) as fh:
@@ -451,8 +466,13 @@ def _execute(job: _Job, executor: Any, progress: bool, callback: Callable | None
         if job.path is not None:
             job.current = None
             job.save()
-        return job.trace(job.results)
+        trace = job.trace(job.results)
+        trace.info["stopped"] = "max_time" if job.budget_iters is not None else None
+        if job.max_time is not None:
+            trace.info["max_time"] = job.max_time
+        return trace
     trace = job.trace(job.results + ([partial] if partial is not None else []), interrupted=True)
+    trace.info["stopped"] = "interrupt"
     where = f"; resume with sgmc.resume({os.fspath(job.path)!r})" if job.path is not None else ""
     chains = f" of {trace.n_chains} of the {job.settings['chains']} chains" if trace.n_chains < job.settings["chains"] else ""
     msg = (
@@ -463,12 +483,40 @@ def _execute(job: _Job, executor: Any, progress: bool, callback: Callable | None
     return trace
 
 
+class _Budget:
+    """A stop request: Ctrl-C (``interrupt``) or ``seconds`` passed since this object was made."""
+
+    def __init__(self, interrupt: Callable[[], bool], seconds: float):
+        self.interrupt = interrupt
+        self.deadline = time.perf_counter() + seconds
+
+    def __call__(self) -> bool:
+        return self.interrupt() or time.perf_counter() >= self.deadline
+
+
+def _check_max_time(max_time: Any, executor: Any, checkpoint: Any) -> float:
+    if isinstance(max_time, bool) or not isinstance(max_time, (int, float)) or not math.isfinite(max_time) or max_time <= 0:
+        msg = f"`max_time` must be a positive number of seconds; got {max_time!r}"
+        raise ValueError(msg)
+    if executor is not None or checkpoint is not None:
+        what = "executor" if executor is not None else "checkpoint"
+        msg = f"`max_time` applies to runs in this process without checkpoints; it cannot be combined with `{what}`"
+        raise ValueError(msg)
+    return float(max_time)
+
+
 def _run_here(job: _Job, bar: Any, callback: Callable | None, stop: Callable[[], bool]) -> tuple:
     """Run the remaining groups in this process; return (complete, partial result or None)."""
     spec, n_iter = job.spec, job.n_iter
     every = max(1, n_iter // 200)
     while len(job.results) < len(job.tasks):
         g = len(job.results)
+        halt, steps, kept = stop, spec.step_sizes, spec.kept
+        if job.max_time is not None:
+            halt = _Budget(stop, job.max_time / len(job.tasks))
+            if job.budget_iters is not None:  # an earlier group ran out: run this one as far
+                steps = list(steps)[:job.budget_iters]
+                kept = [i for i in kept if i < job.budget_iters]
         if stop() and job.current is None:
             if job.path is not None:
                 job.save()
@@ -485,17 +533,20 @@ def _run_here(job: _Job, bar: Any, callback: Callable | None, stop: Callable[[],
 
         try:
             res = run_chains(
-                spec.sampler, spec.estimator, task.rng, task.position, spec.step_sizes, spec.kept,
+                spec.sampler, spec.estimator, task.rng, task.position, steps, kept,
                 store_grads=spec.store_grads, score=spec.score, check_every=spec.check_every,
                 progress=update, progress_every=every, callback=callback,
                 quiet_float=spec.backend.quiet_float, resume=job.current,
-                checkpoint=save if job.path is not None else None, checkpoint_every=job.every, stop=stop,
+                checkpoint=save if job.path is not None else None, checkpoint_every=job.every, stop=halt,
             )
         except DivergenceError as err:
             err.trace = job.trace(job.results + [err.partial])
             raise
-        if res.n_done < n_iter:
-            return False, res
+        if res.n_done < len(steps):
+            if stop():  # Ctrl-C
+                return False, res
+            done = job.budget_iters
+            job.budget_iters = res.n_done if done is None else min(done, res.n_done)
         job.results.append(res)
         job.current = None
     return True, None

@@ -54,7 +54,14 @@ def _load(name: str) -> Experiment:
 
 def list_experiments() -> list[tuple[str, str]]:
     """``(name, one-line description)`` of every experiment, sorted by name."""
-    return [(name, _load(name).title) for name in sorted(EXPERIMENTS)]
+    out = []
+    for name in sorted(EXPERIMENTS):
+        try:
+            title = _load(name).title
+        except ImportError as err:  # an experiment whose module or optional dependency is missing
+            title = f"(not available here: {err})"
+        out.append((name, title))
+    return out
 
 
 def reproduce(name: str, out: Any, *, quick: bool = False, seed: int = 0, progress: Any = True,

@@ -1,0 +1,223 @@
+"""What Table 2 and Figures 2-3 of Nemeth and Fearnhead (2021, section 6.1) share.
+
+The simulated logistic regression (:func:`sgmc.datasets.logistic_regression_data`, prior N(0, 10 I)),
+the starting point theta_0 ~ N(0, I) shared by every sampler, the step sizes chosen by the kernel
+Stein discrepancy of pilot runs over a grid (:func:`sgmc.tuning.tune_step_size`), the control-variate
+runs (SGD to theta_hat, then sampling from there), the review's metrics (log-loss on held-out data and
+KSD, eq. 13, on the last draws), and the NUTS and ADVI references, run by NumPyro on JAX when it is
+installed (``pip install "sgmc[reproduce]"``).
+
+This module is an input/output edge (it may use NumPy); the samplers run through :func:`sgmc.sample`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import backends
+from ..datasets import logistic_regression_data
+from ..diagnostics import ksd, log_loss
+from ..models import LogisticRegression
+from ..optimize import find_mode, laplace
+from ..run import sample
+from ..tuning import tune_step_size
+
+# The review's methods: (column label, sampler, estimator).
+METHODS = [
+    ("SGLD", "sgld", "minibatch"),
+    ("SGLD-CV", "sgld", "cv"),
+    ("SGHMC", "sghmc", "minibatch"),
+    ("SGHMC-CV", "sghmc", "cv"),
+    ("SGNHT", "sgnht", "minibatch"),
+    ("SGNHT-CV", "sgnht", "cv"),
+    ("ULA", "ula", "full"),
+]
+# Centres of the step-size grids, as multiples of 1 / lambda_max (Langevin) or 1 / sqrt(lambda_max)
+# (momentum samplers), lambda_max the largest eigenvalue of the posterior precision at the mode; the
+# same factors as the defaults of ``sgmc run``. The grid multiplies them by GRID_FACTORS.
+LANGEVIN = {"minibatch": 0.1, "cv": 0.5, "full": 0.5}
+MOMENTUM = {"minibatch": 0.3, "cv": 1.0}
+GRID_FACTORS = (0.1, 0.3, 1.0, 3.0)
+EXTRA = 'pip install "sgmc[reproduce]"'
+
+
+@dataclass
+class Problem:
+    """One simulated data set with its model, test set, theta_0 and Laplace approximation."""
+
+    dim: int
+    model: Any
+    X_test: Any
+    y_test: Any
+    X: np.ndarray
+    y: np.ndarray
+    theta0: Any
+    mode: Any
+    lambda_max: float
+
+
+def make_problem(n: int, dim: int, seed: int, backend: str = "numpy", n_test: int = 10_000) -> Problem:
+    """The review's section 6.1 data (seeded by ``seed`` and ``dim``), theta_0 ~ N(0, I) and the mode."""
+    ss = np.random.SeedSequence([seed, dim])
+    data_seed, init_seed, mode_seed = ss.spawn(3)
+    data = logistic_regression_data(n=n, dim=dim, n_test=n_test, rng=data_seed)
+    be = backends.require(backend)
+    to = lambda a: backends.asarray(a, backend=be)  # noqa: E731
+    model = LogisticRegression(to(data.X), to(data.y))
+    theta0 = to(np.random.default_rng(init_seed).standard_normal((1, dim)))
+    rng = backends.default_rng(mode_seed, backend=be, device=model.device)
+    fit = laplace(model, rng, progress=False)
+    lam = float(backends.to_numpy(model.xp.linalg.eigvalsh(fit.precision))[-1])
+    return Problem(dim, model, to(data.X_test), to(data.y_test), data.X, data.y, theta0, fit.mode, lam)
+
+
+def base_step(sampler: str, estimator: str, lambda_max: float) -> float:
+    if sampler in ("sghmc", "sgnht"):
+        return MOMENTUM[estimator] / math.sqrt(lambda_max)
+    return LANGEVIN[estimator] / lambda_max
+
+
+def sgd_mode(problem: Problem, steps: int, rng: Any) -> tuple[Any, float]:
+    """theta_hat by ``steps`` SGD steps from theta_0 (the review's set-up of the CV methods) and the seconds."""
+    t0 = time.perf_counter()
+    mode = find_mode(problem.model, rng, problem.theta0[0, :], method="sgd", n_steps=steps, polish=False,
+                     check=False, progress=False)
+    return mode, time.perf_counter() - t0
+
+
+def tune(problem: Problem, sampler: str, estimator: str, pilot_iters: int, factors: Any, rng: Any) -> Any:
+    """Step size by the KSD of one pilot run per grid point (from theta_0, or from the mode for CV)."""
+    grid = [f * base_step(sampler, estimator, problem.lambda_max) for f in factors]
+    cv = estimator == "cv"
+    return tune_step_size(
+        problem.model, sampler, estimator, grid=grid, pilot_iters=pilot_iters, chains=1,
+        init=problem.mode[None, :] if cv else problem.theta0, rng=rng, n_ksd=min(1000, pilot_iters),
+        progress=False, estimator_options={"centre": problem.mode} if cv else None,
+    )
+
+
+def run_method(problem: Problem, sampler: str, estimator: str, h: float, iters: int, sgd_steps: int, rng: Any,
+               *, max_time: float | None = None, thin: int = 1, progress: Any = False) -> dict:
+    """One run as in the review: ``iters`` iterations from theta_0, or for CV ``sgd_steps`` SGD steps
+    to theta_hat and ``iters - sgd_steps`` sampling iterations from there. Returns the trace, the
+    seconds (SGD included) and the SGD seconds."""
+    ss = rng if isinstance(rng, np.random.SeedSequence) else np.random.SeedSequence(rng)
+    opt_seed, run_seed = ss.spawn(2)
+    model = problem.model
+    sgd_time, options, start, n = 0.0, None, problem.theta0, iters
+    if estimator == "cv":
+        be = backends.get_backend(model.xp)
+        mode, sgd_time = sgd_mode(problem, sgd_steps, backends.default_rng(opt_seed, backend=be, device=model.device))
+        options, start, n = {"centre": mode}, mode[None, :], iters - sgd_steps
+        if max_time is not None:
+            max_time = max(max_time - sgd_time, 1e-3)
+    t0 = time.perf_counter()
+    trace = sample(model, sampler, estimator, step_size=h, n_iter=n, init=start, rng=run_seed, thin=thin,
+                   estimator_options=options, progress=progress, max_time=max_time)
+    backends.get_backend(model.xp).synchronize()
+    return {"trace": trace, "time": sgd_time + time.perf_counter() - t0, "sgd_time": sgd_time}
+
+
+def scores(model: Any, draws: Any, chunk: int = 50) -> Any:
+    """The exact gradients of log pi at ``draws`` (k, dim), in chunks (each an O(N) pass)."""
+    xp = model.xp
+    parts = [model.grad_log_posterior(draws[i:i + chunk, :]) for i in range(0, int(draws.shape[0]), chunk)]
+    return xp.concat(parts, axis=0)
+
+
+def metrics(problem: Problem, draws: Any) -> tuple[float, float]:
+    """(log-loss on the held-out set, KSD of eq. 13) of ``draws`` (k, dim) on the model's backend."""
+    model = problem.model
+    xp = model.xp
+    draws = backends.asarray(draws, backend=backends.get_backend(xp), dtype=model.dtype)
+    prob = xp.mean(model.predict_proba(draws, problem.X_test), axis=0)
+    loss = float(log_loss(prob, problem.y_test))
+    k = float(ksd(draws, scores(model, draws)))
+    return loss, k
+
+
+# -- NumPyro references ---------------------------------------------------------------------------
+
+
+def numpyro_or_note() -> tuple[Any, str]:
+    """NumPyro (with JAX in float64 on the CPU), or None and why not."""
+    try:
+        import jax
+        import numpyro  # noqa: F401
+    except ImportError as err:
+        return None, f"NUTS and ADVI columns skipped: NumPyro/JAX not installed ({err.name}); {EXTRA}"
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_platform_name", "cpu")
+    return numpyro, ""
+
+
+def _numpyro_model(X, y, dim: int, prior_var: float = 10.0):
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    def model():
+        theta = numpyro.sample("theta", dist.Normal(0.0, math.sqrt(prior_var)).expand([dim]).to_event(1))
+        numpyro.sample("y", dist.Bernoulli(logits=jnp.asarray(X) @ theta), obs=jnp.asarray(y))
+
+    return model
+
+
+def nuts(problem: Problem, warmup: int, draws: int, seed: int) -> dict:
+    """One NUTS chain (NumPyro) from theta_0: ``warmup`` adaptation iterations, then ``draws``."""
+    import jax
+    from numpyro.infer import MCMC, NUTS, init_to_value
+
+    init = {"theta": np.asarray(backends.to_numpy(problem.theta0[0]))}
+    kernel = NUTS(_numpyro_model(problem.X, problem.y, problem.dim), init_strategy=init_to_value(values=init))
+    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, progress_bar=False)
+    t0 = time.perf_counter()
+    mcmc.run(jax.random.PRNGKey(seed))
+    theta = np.asarray(mcmc.get_samples()["theta"])
+    return {"draws": theta, "time": time.perf_counter() - t0}
+
+
+def nuts_for(problem: Problem, seconds: float, seed: int, warmup: int = 500, chunk: int = 25) -> dict:
+    """NUTS (NumPyro) from theta_0 for a wall-clock budget: adaptation, then chunks of draws until
+    ``seconds`` have passed. Returns the draws and the second at which each was made (from the start)."""
+    import jax
+    from numpyro.infer import MCMC, NUTS, init_to_value
+
+    init = {"theta": np.asarray(backends.to_numpy(problem.theta0[0]))}
+    kernel = NUTS(_numpyro_model(problem.X, problem.y, problem.dim), init_strategy=init_to_value(values=init))
+    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=chunk, progress_bar=False)
+    t0 = time.perf_counter()
+    mcmc.run(jax.random.PRNGKey(seed))
+    out, times = [np.asarray(mcmc.get_samples()["theta"])], []
+    times.append(np.linspace(t0, time.perf_counter(), chunk + 1)[1:] - t0)
+    while time.perf_counter() - t0 < seconds:
+        mcmc.post_warmup_state = mcmc.last_state
+        a = time.perf_counter()
+        mcmc.run(mcmc.post_warmup_state.rng_key)
+        out.append(np.asarray(mcmc.get_samples()["theta"]))
+        times.append(np.linspace(a, time.perf_counter(), chunk + 1)[1:] - t0)
+    return {"draws": np.concatenate(out, axis=0), "seconds": np.concatenate(times)}
+
+
+def advi(problem: Problem, steps: int, draws: int, seed: int, lr: float = 0.02) -> dict:
+    """Mean-field Gaussian ADVI (NumPyro's SVI with AutoNormal and Adam) from theta_0, then ``draws`` draws."""
+    import jax
+    from numpyro.infer import SVI, Trace_ELBO, init_to_value
+    from numpyro.infer.autoguide import AutoNormal
+    from numpyro.optim import Adam
+
+    init = {"theta": np.asarray(backends.to_numpy(problem.theta0[0]))}
+    model = _numpyro_model(problem.X, problem.y, problem.dim)
+    guide = AutoNormal(model, init_loc_fn=init_to_value(values=init))
+    svi = SVI(model, guide, Adam(lr), Trace_ELBO())
+    key, key_draw = jax.random.split(jax.random.PRNGKey(seed))
+    t0 = time.perf_counter()
+    res = svi.run(key, steps, progress_bar=False)
+    theta = guide.sample_posterior(key_draw, res.params, sample_shape=(draws,))["theta"]
+    theta = np.asarray(theta)
+    return {"draws": theta, "time": time.perf_counter() - t0}

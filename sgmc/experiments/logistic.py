@@ -1,0 +1,162 @@
+"""Table 2 of Nemeth and Fearnhead (2021, section 6.1): logistic regression with N = 10^5, d = 10, 50, 100.
+
+For each d: the simulated data of :func:`sgmc.datasets.logistic_regression_data` (prior N(0, 10 I)),
+theta_0 ~ N(0, I) shared by every sampler, a step size for each method chosen by the KSD of pilot
+runs over a grid, then 20,000 iterations of SGLD, SGHMC (5 leapfrog steps an iteration), SGNHT and ULA
+from theta_0, and of their control-variate versions 10,000 SGD steps to theta_hat followed by 10,000
+sampling iterations. Time (seconds, step-size tuning excluded; SGD included for the CV methods),
+log-loss on 10,000 held-out points and KSD (eq. 13) on the last 1,000 draws. NUTS (2,000 iterations,
+the first 1,000 adaptation, as the paper's STAN run) and mean-field ADVI come from NumPyro when it is
+installed (``pip install "sgmc[reproduce]"``); without it those columns are dashes.
+
+Options (``reproduce(..., dims=(10,), n=..., ...)``): ``dims``, ``n`` (N), ``iters``, ``sgd_steps``,
+``keep`` (draws scored), ``pilot_iters``, ``grid`` (multipliers of the base step), ``nuts`` (False
+skips NUTS and ADVI), ``nuts_warmup``, ``nuts_draws``, ``advi_steps``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import backends
+from ._logistic import (EXTRA, GRID_FACTORS, METHODS, advi, make_problem, metrics, numpyro_or_note, nuts,
+                        run_method, tune)
+from ._output import Context, Experiment
+
+FULL = {"dims": (10, 50, 100), "n": 100_000, "iters": 20_000, "sgd_steps": 10_000, "keep": 1000,
+        "pilot_iters": 2000, "grid": (0.1, 0.3, 1.0, 3.0, 10.0), "nuts": True, "nuts_warmup": 1000, "nuts_draws": 1000,
+        "advi_steps": 10_000}
+QUICK = {"dims": (10,), "n": 5_000, "iters": 2_000, "sgd_steps": 1_000, "keep": 500, "pilot_iters": 300,
+         "grid": (0.3, 1.0, 3.0, 10.0), "nuts": True, "nuts_warmup": 200, "nuts_draws": 300, "advi_steps": 2000}
+
+# The paper's Table 2 (time in minutes), verbatim.
+PAPER_COLUMNS = ["Metric", "d", "STAN", "SGLD", "SGLDCV", "SGHMC", "SGHMCCV", "SGNHT", "SGNHTCV", "ULA", "ADVI"]
+PAPER_ROWS = [
+    ["Time (mins)", 10, 21.64, 1.74, 1.46, 11.24, 6.53, 2.56, 1.54, 8.05, 0.76],
+    ["", 50, 157.24, 2.55, 2.06, 13.43, 7.76, 3.33, 1.93, 29.21, 2.37],
+    ["", 100, 229.76, 3.42, 2.60, 16.01, 9.63, 4.38, 2.36, 51.25, 4.15],
+    ["Log-loss", 10, 0.10, 0.11, 0.10, 0.10, 0.10, 0.10, 0.10, 0.10, 0.10],
+    ["", 50, 0.04, 0.06, 0.05, 0.06, 0.05, 0.05, 0.05, 0.05, 0.07],
+    ["", 100, 0.04, 0.06, 0.05, 0.06, 0.05, 0.05, 0.05, 0.06, 0.07],
+    ["KSD", 10, 6.12, 6.26, 6.24, 6.18, 6.25, 6.21, 6.23, 6.19, 6.97],
+    ["", 50, 9.24, 11.73, 11.05, 11.59, 11.11, 11.00, 11.33, 11.30, 11.66],
+    ["", 100, 11.62, 15.70, 15.53, 15.64, 15.07, 15.14, 15.07, 15.97, 13.61],
+]
+COLUMNS = ["Metric", "d", "NUTS"] + [m[0] for m in METHODS] + ["ADVI"]
+
+
+def settings(ctx: Context) -> dict:
+    base = QUICK if ctx.quick else FULL
+    cfg = {k: ctx.option(k, v) for k, v in base.items()}
+    dims = cfg["dims"]
+    dims = (dims,) if isinstance(dims, int) else dims
+    if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims):
+        msg = f"option `dims` must be a positive int or a sequence of them; got {cfg['dims']!r}"
+        raise ValueError(msg)
+    cfg["dims"] = tuple(dims)
+    return cfg
+
+
+def run_dim(ctx: Context, cfg: dict, dim: int, reference) -> dict:
+    """Every method at one d: {column: {"time", "log_loss", "ksd", "h"}}, and the tuning tables."""
+    ctx.status(f"d = {dim}: simulating N = {cfg['n']} and finding the mode ...")
+    problem = make_problem(cfg["n"], dim, ctx.seed, ctx.backend)
+    seeds = np.random.SeedSequence([ctx.seed, dim, 1]).spawn(2 * len(METHODS) + 2)
+    be = backends.get_backend(problem.model.xp)
+    out, tuning = {}, {}
+    for k, (label, smp, est) in enumerate(METHODS):
+        ctx.status(f"d = {dim}: {label}: tuning h by KSD over {len(cfg['grid'])} pilot runs ...")
+        rng = backends.default_rng(seeds[2 * k], backend=be, device=problem.model.device)
+        res = tune(problem, smp, est, cfg["pilot_iters"], cfg["grid"], rng)
+        tuning[label] = res
+        h, run, diverged = run_tuned(ctx, problem, label, smp, est, res, cfg, seeds[2 * k + 1])
+        draws = run["trace"].draws[0, -cfg["keep"]:, :]
+        loss, k_ = metrics(problem, draws)
+        out[label] = {"time": run["time"], "log_loss": loss, "ksd": k_, "h": h, "at_edge": res.at_edge,
+                      "diverged": diverged}
+    if reference is not None:
+        ctx.status(f"d = {dim}: NUTS ({cfg['nuts_warmup']} + {cfg['nuts_draws']} iterations) ...")
+        r = nuts(problem, cfg["nuts_warmup"], cfg["nuts_draws"], int(seeds[-2].generate_state(1)[0]))
+        loss, k_ = metrics(problem, r["draws"][-cfg["keep"]:])
+        out["NUTS"] = {"time": r["time"], "log_loss": loss, "ksd": k_}
+        ctx.status(f"d = {dim}: ADVI ({cfg['advi_steps']} steps) ...")
+        r = advi(problem, cfg["advi_steps"], cfg["keep"], int(seeds[-1].generate_state(1)[0]))
+        loss, k_ = metrics(problem, r["draws"])
+        out["ADVI"] = {"time": r["time"], "log_loss": loss, "ksd": k_}
+    return {"results": out, "tuning": tuning}
+
+
+def run_tuned(ctx: Context, problem, label: str, smp: str, est: str, res, cfg: dict, seed) -> tuple:
+    """The long run at the step with the smallest pilot KSD; if it diverges, at the next best step."""
+    order = [row["step_size"] for row in sorted((r for r in res.table if not r["diverged"]), key=lambda r: r["ksd"])]
+    smallest = min(row["step_size"] for row in res.table)
+    order += [smallest / 3.0 ** i for i in range(1, 4)]  # when every pilot step diverges in the long run
+    diverged = []
+    for h in order:
+        ctx.status(f"d = {problem.dim}: {label}: h = {h:.3g}; running {cfg['iters']} iterations ...")
+        try:
+            return h, run_method(problem, smp, est, h, cfg["iters"], cfg["sgd_steps"], seed), diverged
+        except FloatingPointError:
+            diverged.append(h)
+            ctx.status(f"d = {problem.dim}: {label}: diverged at h = {h:.3g}; the next best pilot step")
+    msg = f"{label} diverged at every step size tried: {order}"
+    raise FloatingPointError(msg)
+
+
+def table_rows(by_dim: dict) -> list:
+    rows = []
+    for metric, key in (("Time (s)", "time"), ("Log-loss", "log_loss"), ("KSD", "ksd")):
+        for i, (dim, res) in enumerate(by_dim.items()):
+            row = [metric if i == 0 else "", dim]
+            for col in COLUMNS[2:]:
+                row.append(float(res[col][key]) if col in res else math.nan)
+            rows.append(row)
+    return rows
+
+
+def run(ctx: Context) -> dict:
+    cfg = settings(ctx)
+    reference, note = (None, "NUTS and ADVI not run (option nuts=False)")
+    if cfg["nuts"]:
+        reference, note = numpyro_or_note()
+    if note:
+        ctx.notes["references"] = note
+        ctx.status(note)
+    by_dim, steps = {}, []
+    for dim in cfg["dims"]:
+        if by_dim:  # what is done so far, in case a later dimension fails
+            ctx.write_table("table2_partial", COLUMNS, table_rows(by_dim), title="Table 2 so far")
+        r = run_dim(ctx, cfg, dim, reference)
+        by_dim[dim] = r["results"]
+        for label, t in r["tuning"].items():
+            used = r["results"][label]
+            steps.append([dim, label, used["h"], "yes" if t.at_edge else "no",
+                          " ".join(f"{h:.3g}" for h in used["diverged"]) or "–",
+                          " ".join(f"{row['step_size']:.3g}:{row['ksd']:.3g}" for row in t.table)])
+    rows = table_rows(by_dim)
+    size = "quick size" if ctx.quick else "full size"
+    title = (f"Table 2 (sgmc, {size}): N = {cfg['n']}, {cfg['iters']} iterations ({cfg['sgd_steps']} SGD + "
+             f"{cfg['iters'] - cfg['sgd_steps']} sampling for CV), metrics on the last {cfg['keep']} draws; "
+             f"time in seconds, h tuning excluded; NUTS {cfg['nuts_warmup']} + {cfg['nuts_draws']} iterations "
+             "(NumPyro), ADVI mean-field (NumPyro).")
+    if note:
+        title += f" {note}."
+    md = ctx.write_table("table2", COLUMNS, rows, title=title)
+    ctx.write_table("table2_paper", PAPER_COLUMNS, PAPER_ROWS, digits=5,
+                    title="Table 2 of Nemeth and Fearnhead (2021), verbatim (time in minutes; STAN is NUTS).")
+    ctx.write_table("step_sizes", ["d", "method", "h", "best pilot at grid edge", "long run diverged at", "grid (h:pilot KSD)"], steps,
+                    title="Step sizes chosen by the KSD of pilot runs (review convention for h).")
+    ctx.notes["settings"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.items()}
+    return {"table": rows, "columns": COLUMNS, "markdown": md, "results": by_dim}
+
+
+EXPERIMENT = Experiment(
+    name="logistic-table2",
+    title="Table 2: logistic regression, N = 10^5, d = 10, 50, 100 (time, log-loss, KSD)",
+    run=run,
+    paper="Nemeth & Fearnhead (2021), section 6.1, Table 2",
+)
+
+__all__ = ["EXPERIMENT", "FULL", "QUICK", "EXTRA"]
