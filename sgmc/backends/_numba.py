@@ -70,6 +70,13 @@ def available() -> bool:
 _KERNELS: list = []
 
 
+def _numpy_subsample(rng, n_data, size, batch, replace):
+    from ._numpy import subsample
+
+    globals()["_numpy_subsample"] = subsample  # resolved once
+    return subsample(rng, n_data, size, batch, replace)
+
+
 def _jit() -> Any:
     """The compiled kernels' module, imported on first use (Numba's cache keeps the machine code on disk)."""
     if not _KERNELS:
@@ -83,14 +90,13 @@ def _jit() -> Any:
 
 
 def _glm(kind: str, X, y, theta, centre, idx, weights, param: float, two: bool):
+    if X.shape[1] < GLM_MIN_DIM or not _ON[0]:  # first: the common small-d case returns at once
+        return NotImplemented
     if (
-        not _ON[0]
-        or kind not in _GLM_KINDS
+        kind not in _GLM_KINDS
         or not isinstance(X, np.ndarray)
         or X.ndim != 2
-        or X.shape[1] < GLM_MIN_DIM
-        or not isinstance(X, np.ndarray)
-        or X.ndim != 2
+        or not X.flags.c_contiguous
         or theta.ndim != 2
         or idx.ndim != 2
         or theta.shape[0] != idx.shape[0]
@@ -105,11 +111,13 @@ def _glm(kind: str, X, y, theta, centre, idx, weights, param: float, two: bool):
     chains = idx.shape[0]
     out = np.zeros((chains, X.shape[1]), dtype=np.float64)
     has_w = weights is not None
-    w = weights if has_w else np.empty((chains, 0), dtype=X.dtype)
-    ce = centre if two else theta
-    idx = idx.astype(np.int64, copy=False)
+    w = np.ascontiguousarray(weights) if has_w else np.empty((chains, 0), dtype=X.dtype)
+    # contiguous small inputs (a broadcast centre has stride 0), so that one compiled version serves
+    theta = np.ascontiguousarray(theta)
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
     if two:
-        k.glm_chains_diff(_GLM_KINDS[kind], X, y, theta, ce, idx, w, has_w, float(param), out)
+        k.glm_chains_diff(_GLM_KINDS[kind], X, y, theta, np.ascontiguousarray(centre), idx, w, has_w,
+                          float(param), out)
     else:
         k.glm_chains(_GLM_KINDS[kind], X, y, theta, idx, w, has_w, float(param), out)
     return out if X.dtype == np.float64 else out.astype(X.dtype)
@@ -136,10 +144,8 @@ def subsample(rng: Any, n_data: int, size: int, batch: int, replace: bool = Fals
     distinct values are drawn again in the twin's order, so the generator is consumed identically.
     Draws with replacement and dense subsets run the NumPy backend's own path.
     """
-    from ._numpy import subsample as numpy_subsample
-
-    if not _ON[0] or replace or size == n_data or size * 4 > n_data:
-        return numpy_subsample(rng, n_data, size, batch, replace)
+    if replace or size * 4 > n_data or not _ON[0]:
+        return _numpy_subsample(rng, n_data, size, batch, replace)
     from .._sampling import oversample
 
     gen = rng.numpy_generator
