@@ -77,24 +77,32 @@ def zv_features(xp: Namespace, x: Array, g: Array, order: int, centre: Array, sc
     return xp.concat(cols, axis=1)
 
 
-def _fit(xp: Namespace, x: Array, g: Array, order: int) -> tuple:
-    """Least-squares coefficients (with an intercept) of x on the control variates, and the feature frame."""
-    centre = xp.mean(x, axis=0)
-    scale = xp.std(x, axis=0)
-    scale = xp.where(scale > 0, scale, xp.ones_like(scale))
-    psi = zv_features(xp, x, g, order, centre, scale)
-    pc = psi - xp.mean(psi, axis=0)
-    xc = x - xp.mean(x, axis=0)
-    # Normal equations on standardised columns, with a ridge at the level of rounding.
-    norm = xp.sqrt(xp.sum(pc * pc, axis=0))
-    norm = xp.where(norm > 0, norm, xp.ones_like(norm))
-    ps = pc / norm
-    gram = ps.T @ ps
-    p = gram.shape[0]
+def _cross_fit(xp, psi: Array, x: Array) -> Array:
+    """Least-squares coefficients (with an intercept) of x on psi, one set per chain, each fitted on the
+    other chains' draws: ``(chains, p, d)``.
+
+    ``psi`` (chains, n, p) and ``x`` (chains, n, d) are centred on their overall means first; each
+    fold's sums are then the totals less the held-out chain's, so every fold is fitted at once by a
+    batched solve of its normal equations on standardised columns, with a ridge at the level of
+    rounding.
+    """
+    chains, n, p = psi.shape
+    psi = psi - xp.mean(psi, axis=(0, 1))
+    x = x - xp.mean(x, axis=(0, 1))
+    pt = xp.matrix_transpose(psi)
+    gram_c, cross_c = pt @ psi, pt @ x  # per chain (chains, p, p) and (chains, p, d)
+    sum_psi, sum_x = xp.sum(psi, axis=1), xp.sum(x, axis=1)  # (chains, p), (chains, d)
+    rows = (chains - 1) * n
+    f_psi = (xp.sum(sum_psi, axis=0) - sum_psi) / rows  # each fold's means
+    f_x = (xp.sum(sum_x, axis=0) - sum_x) / rows
+    gram = xp.sum(gram_c, axis=0) - gram_c - rows * (f_psi[:, :, None] * f_psi[:, None, :])
+    cross = xp.sum(cross_c, axis=0) - cross_c - rows * (f_psi[:, :, None] * f_x[:, None, :])
+    diag = xp.linalg.diagonal(gram)
+    norm = xp.sqrt(xp.where(diag > 0, diag, xp.ones_like(diag)))  # (chains, p)
+    gram = gram / (norm[:, :, None] * norm[:, None, :])
     eye = xp.eye(p, dtype=gram.dtype, device=device_of(gram))
     gram = gram + (1e-10 if gram.dtype == xp.float64 else 1e-5) * eye
-    beta = xp.linalg.solve(gram, ps.T @ xc) / norm[:, None]
-    return beta, centre, scale
+    return xp.linalg.solve(gram, cross / norm[:, :, None]) / norm[:, :, None]
 
 
 def zv_mean(draws: Array, grads: Array, *, order: int = 2) -> ZVMean:
@@ -166,15 +174,17 @@ def zv_mean(draws: Array, grads: Array, *, order: int = 2) -> ZVMean:
             f"(more iterations or chains), or order=1"
         )
         raise ValueError(msg)
-    corrected = []
-    for c in range(chains):
-        rest = [i for i in range(chains) if i != c]
-        xr = xp.reshape(xp.stack([x[i, ...] for i in rest]), (fit_rows, d))
-        gr = xp.reshape(xp.stack([g[i, ...] for i in rest]), (fit_rows, d))
-        beta, centre, scale = _fit(xp, xr, gr, order)
-        psi = zv_features(xp, x[c, ...], g[c, ...], order, centre, scale)
-        corrected.append(x[c, ...] - psi @ beta)
-    terms = xp.stack(corrected)
+    # The centre and scale of the polynomials only condition the fit: polynomials of degree <= 2 in
+    # (x - centre) / scale span the same space for any of them, and the fit has an intercept, so one
+    # choice from all the draws serves every fold without coupling them.
+    flat = xp.reshape(x, (chains * n, d))
+    centre = xp.mean(flat, axis=0)
+    scale = xp.std(flat, axis=0)
+    scale = xp.where(scale > 0, scale, xp.ones_like(scale))
+    psi = xp.reshape(
+        zv_features(xp, flat, xp.reshape(g, (chains * n, d)), order, centre, scale), (chains, n, p)
+    )
+    terms = x - psi @ _cross_fit(xp, psi, x)
     mean = xp.mean(xp.reshape(terms, (chains * n, d)), axis=0)
     return ZVMean(mean, mcse(terms), mcse(x), order, p)
 
