@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import math
 import os
 import platform
 import statistics
@@ -51,19 +50,9 @@ import time
 
 import numpy as np
 
-N_DATA = 100_000
-BATCH = 1_000
-PRIOR_VAR = 10.0
-STEP_SIZE = 1e-5
-
-
-def make_data(n_data: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Standard normal features and labels from a logistic model with theta ~ N(0, I / dim)."""
-    r = np.random.default_rng(seed)
-    X = r.standard_normal((n_data, dim))
-    theta = r.standard_normal(dim) / math.sqrt(dim)
-    y = (r.random(n_data) < 1.0 / (1.0 + np.exp(-X @ theta))).astype(np.float64)
-    return X, y
+# The same workload as peer_sgld.py (sizes, prior, step, data), imported from beside this script.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_sgld import BATCH, N_DATA, PRIOR_VAR, STEP_SIZE, make_data  # noqa: E402
 
 
 def mode(X: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -70,12 +70,6 @@ def available() -> bool:
 _KERNELS: list = []
 
 
-def _numpy_subsample(rng, n_data, size, batch, replace):
-    from ._numpy import subsample
-
-    globals()["_numpy_subsample"] = subsample  # resolved once
-    return subsample(rng, n_data, size, batch, replace)
-
 
 def _jit() -> Any:
     """The compiled kernels' module, imported on first use (Numba's cache keeps the machine code on disk)."""
@@ -145,7 +139,9 @@ def subsample(rng: Any, n_data: int, size: int, batch: int, replace: bool = Fals
     Draws with replacement and dense subsets run the NumPy backend's own path.
     """
     if replace or size * 4 > n_data or not _ON[0]:
-        return _numpy_subsample(rng, n_data, size, batch, replace)
+        from . import _numpy  # imported here: _numpy imports this module
+
+        return _numpy.subsample(rng, n_data, size, batch, replace)
     from .._sampling import oversample
 
     gen = rng.numpy_generator

@@ -156,6 +156,18 @@ def numpyro_or_note() -> tuple[Any, str]:
     return numpyro, ""
 
 
+def references(ctx: Any, wanted: bool, what: str) -> Any:
+    """NumPyro for the reference columns when ``wanted`` and installed, else None; the reason is
+    recorded in ``meta.json`` and reported (``what`` names the columns left out)."""
+    reference, note = (None, f"{what} not run (option nuts=False)")
+    if wanted:
+        reference, note = numpyro_or_note()
+    if note:
+        ctx.notes["references"] = note
+        ctx.status(note)
+    return reference
+
+
 def _numpyro_model(X, y, dim: int, prior_var: float = 10.0):
     import jax.numpy as jnp
     import numpyro

@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from .. import backends
-from ._logistic import (EXTRA, GRID_FACTORS, METHODS, advi, make_problem, metrics, numpyro_or_note, nuts,
+from ._logistic import (EXTRA, METHODS, advi, make_problem, metrics, references, nuts,
                         run_method, tune)
 from ._output import Context, Experiment
 
@@ -118,12 +118,7 @@ def table_rows(by_dim: dict) -> list:
 
 def run(ctx: Context) -> dict:
     cfg = settings(ctx)
-    reference, note = (None, "NUTS and ADVI not run (option nuts=False)")
-    if cfg["nuts"]:
-        reference, note = numpyro_or_note()
-    if note:
-        ctx.notes["references"] = note
-        ctx.status(note)
+    reference = references(ctx, cfg["nuts"], "NUTS and ADVI")
     by_dim, steps = {}, []
     for dim in cfg["dims"]:
         if by_dim:  # what is done so far, in case a later dimension fails
@@ -141,8 +136,8 @@ def run(ctx: Context) -> dict:
              f"{cfg['iters'] - cfg['sgd_steps']} sampling for CV), metrics on the last {cfg['keep']} draws; "
              f"time in seconds, h tuning excluded; NUTS {cfg['nuts_warmup']} + {cfg['nuts_draws']} iterations "
              "(NumPyro), ADVI mean-field (NumPyro).")
-    if note:
-        title += f" {note}."
+    if "references" in ctx.notes:
+        title += f" {ctx.notes['references']}."
     md = ctx.write_table("table2", COLUMNS, rows, title=title)
     ctx.write_table("table2_paper", PAPER_COLUMNS, PAPER_ROWS, digits=5,
                     title="Table 2 of Nemeth and Fearnhead (2021), verbatim (time in minutes; STAN is NUTS).")

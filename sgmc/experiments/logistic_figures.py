@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import backends
 from ..run import sample
-from ._logistic import METHODS, make_problem, numpyro_or_note, nuts, nuts_for, run_method, tune
+from ._logistic import METHODS, make_problem, references, nuts, nuts_for, run_method, tune
 from ._output import Context, Experiment
 
 FULL = {"n": 100_000, "iters": 20_000, "sgd_steps": 10_000, "pilot_iters": 2000,
@@ -62,12 +62,7 @@ def _running(x: np.ndarray) -> tuple:
 
 def run(ctx: Context) -> dict:
     cfg = settings(ctx)
-    reference, note = (None, "NUTS not run (option nuts=False)")
-    if cfg["nuts"]:
-        reference, note = numpyro_or_note()
-    if note:
-        ctx.notes["references"] = note
-        ctx.status(note)
+    reference = references(ctx, cfg["nuts"], "NUTS")
     ctx.status(f"simulating N = {cfg['n']}, d = 10 and finding the mode ...")
     problem = make_problem(int(cfg["n"]), 10, ctx.seed, ctx.backend)
     seeds = np.random.SeedSequence([ctx.seed, 10, 2]).spawn(2 * len(METHODS) + 4)
