@@ -17,7 +17,7 @@ from sgmc._dispatch import native  # noqa: E402
 from sgmc.backends import _numba  # noqa: E402
 from sgmc.backends._numba_stein import stein_row_sums  # noqa: E402
 from sgmc.diagnostics import _stein, ksd  # noqa: E402
-from sgmc.models import LinearRegression, LogisticRegression  # noqa: E402
+from sgmc.models import BPMF, LinearRegression, LogisticRegression  # noqa: E402
 from sgmc.ssm import resampling  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not _numba.available(), reason="SGMC_NATIVE=0 turns the compiled paths off")
@@ -93,6 +93,70 @@ def test_sampling_with_and_without_natives_agrees():
     finally:
         _numba.set_enabled(old)
     np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def _bpmf(dtype, n=600, users=13, items=21, d=4, seed=0):
+    r = np.random.default_rng(seed)
+    u, i = r.integers(0, users, n), r.integers(0, items, n)
+    return BPMF(u, i, r.integers(1, 6, n).astype(dtype), users, items, d=d, centre=True)
+
+
+def _bpmf_twin(fn, *args):
+    old = _numba.set_enabled(False)
+    try:
+        return fn(*args)
+    finally:
+        _numba.set_enabled(old)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("chains", [1, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_bpmf_gradient_sums_equal_the_twin(dtype, chains, weighted):
+    model = _bpmf(dtype)
+    r = np.random.default_rng(1)
+    theta = r.standard_normal((chains, model.dim)).astype(dtype)
+    centre = (theta + 0.3 * r.standard_normal(theta.shape)).astype(dtype)
+    idx = r.integers(0, model.n_data, (chains, 200))  # users and items repeat within a batch
+    idx[:, :7] = idx[:, :1]  # and so do ratings
+    w = r.random((chains, 200)).astype(dtype) if weighted else None
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    fast = model.grad_log_lik_sum(theta, idx, w)
+    twin = _bpmf_twin(model.grad_log_lik_sum, theta, idx, w)
+    assert fast.dtype == twin.dtype and fast.shape == (chains, model.dim)
+    assert not np.array_equal(fast, twin) or dtype == np.float32  # two computations, not one path twice
+    np.testing.assert_allclose(fast, twin, rtol=tol, atol=tol * np.abs(twin).max())
+    for c in (centre, np.broadcast_to(centre[:1], theta.shape)):  # the estimator broadcasts its centre
+        fast2 = model.grad_log_lik_diff_sum(theta, c, idx, w)
+        twin2 = _bpmf_twin(model.grad_log_lik_diff_sum, theta, c, idx, w)
+        np.testing.assert_allclose(fast2, twin2, rtol=tol, atol=tol * np.abs(twin2).max())
+    # a 1-d batch is every chain's
+    np.testing.assert_allclose(model.grad_log_lik_sum(theta, idx[0]), _bpmf_twin(model.grad_log_lik_sum, theta, idx[0]),
+                               rtol=tol, atol=tol * np.abs(twin).max())
+
+
+def test_bpmf_native_is_registered_and_declines_what_it_does_not_take():
+    fast = native(np, "bpmf_grad_log_lik_sum")
+    assert fast is not None and native(np, "bpmf_grad_log_lik_diff_sum") is not None
+    model = _bpmf(np.float64)
+    theta = np.ones((2, model.dim))
+    idx = np.zeros((2, 3), dtype=np.int64)
+    args = (model.users, model.items, model.ratings)
+    tail = (model.alpha, model.n_users, model.n_items, model.d)
+    assert fast(*args, theta.astype(np.float32), idx, None, *tail) is NotImplemented  # mixed dtypes
+    assert fast(*args, theta, idx[:1], None, *tail) is NotImplemented  # chains of idx and theta differ
+
+
+def test_bpmf_sampling_with_and_without_natives_agrees():
+    import sgmc
+
+    model = _bpmf(np.float64, n=400)
+    kw = dict(step_size=1e-3, batch_size=40, n_iter=100, chains=2, rng=4, progress=False)
+    for est in ("minibatch", "cv"):
+        opts = {"centre": np.zeros(model.dim)} if est == "cv" else None
+        a = sgmc.sample(model, "sgld", est, estimator_options=opts, **kw).draws
+        b = _bpmf_twin(lambda: sgmc.sample(model, "sgld", est, estimator_options=opts, **kw).draws)
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["joint", "sum"])

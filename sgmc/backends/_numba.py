@@ -13,6 +13,10 @@ in the NumPy backend's ``native`` table under that function's name (:func:`sgmc.
   fused loop over pairs instead of matrix products and elementwise passes over tiles; the loop body
   is generated for each dimension so that the compiler vectorises across columns.
 * ``"resample_systematic"``: systematic resampling, the running sum, counts and ancestors in one pass.
+* ``"bpmf_grad_log_lik_sum"`` and ``"bpmf_grad_log_lik_diff_sum"``: the minibatch gradient sums of
+  :class:`sgmc.models.BPMF`, the gather of the U and V rows, their products and the scatter-add of
+  the rows' gradients in one pass over the ratings (the twin gathers, multiplies and scatters in
+  separate passes over copies, and its scatter sorts or counts over every cell of U and V).
 * ``"subsample"``: minibatch indices without replacement, the first distinct values of the integer
   draws found with a bitmap instead of a sort.
 
@@ -127,6 +131,52 @@ def glm_grad_log_lik_diff_sum(kind: str, X, y, theta, centre, idx, weights, para
     return _glm(kind, X, y, theta, centre, idx, weights, param, True)
 
 
+# -- BPMF gradient sums -----------------------------------------------------------------------------
+
+
+def _bpmf(users, items, ratings, theta, centre, idx, weights, alpha: float, n_users: int, n_items: int,
+          d: int):
+    if (
+        not _ON[0]
+        or not isinstance(theta, np.ndarray)
+        or theta.ndim != 2
+        or theta.dtype not in (np.float32, np.float64)
+        or idx.ndim != 2
+        or idx.shape[0] != theta.shape[0]
+        or ratings.dtype != theta.dtype
+        or (centre is not None and (centre.shape != theta.shape or centre.dtype != theta.dtype))
+        or (weights is not None and (weights.shape != idx.shape or weights.dtype != theta.dtype))
+    ):
+        return NotImplemented
+    chains = theta.shape[0]
+    ou, om = n_users * d, (n_users + n_items) * d
+
+    def blocks(t):
+        t = np.ascontiguousarray(t)
+        return t[:, :ou].reshape(chains, n_users, d), t[:, ou:om].reshape(chains, n_items, d)
+
+    out = np.zeros((chains, theta.shape[1]), dtype=theta.dtype)
+    gU, gV = blocks(out)
+    U, V = blocks(theta)
+    two = centre is not None
+    Uc, Vc = blocks(centre) if two else (U, V)
+    has_w = weights is not None
+    w = np.ascontiguousarray(weights) if has_w else np.empty((chains, 0), dtype=theta.dtype)
+    _jit().bpmf_chains(users, items, ratings, U, V, Uc, Vc, two, np.ascontiguousarray(idx, dtype=np.int64), w,
+                       has_w, float(alpha), gU, gV)
+    return out
+
+
+def bpmf_grad_log_lik_sum(users, items, ratings, theta, idx, weights, alpha, n_users, n_items, d):
+    """Native twin of ``BPMF.grad_log_lik_sum``: the likelihood gradient of a minibatch in one pass."""
+    return _bpmf(users, items, ratings, theta, None, idx, weights, alpha, n_users, n_items, d)
+
+
+def bpmf_grad_log_lik_diff_sum(users, items, ratings, theta, centre, idx, weights, alpha, n_users, n_items, d):
+    """Native twin of ``BPMF.grad_log_lik_diff_sum``: both points' gradients from one pass over the ratings."""
+    return _bpmf(users, items, ratings, theta, centre, idx, weights, alpha, n_users, n_items, d)
+
+
 # -- minibatch indices -----------------------------------------------------------------------------
 
 
@@ -189,6 +239,8 @@ def natives() -> dict:
         "glm_grad_log_lik_sum": glm_grad_log_lik_sum,
         "glm_grad_log_lik_diff_sum": glm_grad_log_lik_diff_sum,
         "stein_row_sums": stein_row_sums,
+        "bpmf_grad_log_lik_sum": bpmf_grad_log_lik_sum,
+        "bpmf_grad_log_lik_diff_sum": bpmf_grad_log_lik_diff_sum,
         # the other schemes' NumPy paths (counts by the twin, ancestors by a histogram) are as fast as
         # a compiled pass here, so they stay
         "resample_systematic": resample_systematic,

@@ -141,3 +141,40 @@ def systematic(weights, u, out):
         while k < n:
             out[b, k] = n
             k += 1
+
+
+@nb.njit(**_FAST)
+def bpmf_chains(users, items, ratings, U, V, Uc, Vc, two, idx, w, has_w, alpha, gU, gV):
+    """BPMF minibatch gradient sums, one pass over each chain's ratings.
+
+    Per rating j = idx[c, b] of user u and item i: e = alpha (r_j - U_u . V_i) (times the weight),
+    ``gU[c, u] += e V_i`` and ``gV[c, i] += e U_u``; with ``two`` the same at the centre (Uc, Vc) is
+    subtracted (the control-variate difference). Repeated users and items add up in place, which is
+    the scatter-add that the array-API twin does with a sort and running sums.
+    """
+    d = U.shape[2]
+    for c in range(idx.shape[0]):
+        for b in range(idx.shape[1]):
+            j = idx[c, b]
+            u = users[j]
+            i = items[j]
+            s = 0.0
+            for m in range(d):
+                s += U[c, u, m] * V[c, i, m]
+            e = alpha * (ratings[j] - s)
+            if has_w:
+                e *= w[c, b]
+            if two:
+                s0 = 0.0
+                for m in range(d):
+                    s0 += Uc[c, u, m] * Vc[c, i, m]
+                e0 = alpha * (ratings[j] - s0)
+                if has_w:
+                    e0 *= w[c, b]
+                for m in range(d):
+                    gU[c, u, m] += e * V[c, i, m] - e0 * Vc[c, i, m]
+                    gV[c, i, m] += e * U[c, u, m] - e0 * Uc[c, u, m]
+            else:
+                for m in range(d):
+                    gU[c, u, m] += e * V[c, i, m]
+                    gV[c, i, m] += e * U[c, u, m]

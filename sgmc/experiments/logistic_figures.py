@@ -28,7 +28,7 @@ from ._logistic import METHODS, make_problem, references, nuts, nuts_for, run_me
 from ._output import Context, Experiment
 
 FULL = {"n": 100_000, "iters": 20_000, "sgd_steps": 10_000, "pilot_iters": 2000,
-        "grid": (0.1, 0.3, 1.0, 3.0, 10.0), "budget": 120.0, "burn_fraction": 0.1, "truth_draws": 10_000,
+        "grid": (0.1, 0.3, 1.0, 3.0, 10.0), "budget": 600.0, "burn_fraction": 0.1, "truth_draws": 10_000,
         "nuts": True, "components": 3}
 QUICK = {"n": 5_000, "iters": 2_000, "sgd_steps": 1_000, "pilot_iters": 300, "grid": (0.3, 1.0, 3.0, 10.0),
          "budget": 3.0, "burn_fraction": 0.1, "truth_draws": 1500, "nuts": True, "components": 3}

@@ -37,6 +37,7 @@ import math
 from typing import Any
 
 from .._array_api import Array, array_namespace, device_of
+from .._dispatch import native
 from .._scatter import scatter_add
 from .._validation import check_positive
 from .base import Model, as_data_array, take_rows
@@ -205,6 +206,9 @@ class BPMF(Model):
     def grad_log_lik_sum(self, theta: Array, idx: Array | None = None, weights: Array | None = None) -> Array:
         """``sum_i w_i grad log N(R_i | U^T V, 1/alpha)``: rows of U and V summed by scatter-add; (chains, dim)."""
         xp = self.xp
+        out = self._native("bpmf_grad_log_lik_sum", theta, None, idx, weights)
+        if out is not NotImplemented:
+            return out
         u, it, r, Ui, Vj = self._gather(theta, idx)
         e = self.alpha * (r - xp.sum(Ui * Vj, axis=-1))
         if weights is not None:
@@ -214,6 +218,29 @@ class BPMF(Model):
         c = theta.shape[0]
         rest = xp.zeros((c, 4 * self.d), dtype=self.dtype, device=self.device)
         return xp.concat([xp.reshape(gU, (c, -1)), xp.reshape(gV, (c, -1)), rest], axis=1)
+
+    def grad_log_lik_diff_sum(self, theta: Array, centre: Array, idx: Array, weights: Array | None = None) -> Array:
+        """The control-variate difference ``sum_i w_i [g_i(theta) - g_i(centre)]``, shape (chains, dim).
+
+        A backend's fused loop evaluates both points in one pass over the ratings; the twin is the
+        difference of two :meth:`grad_log_lik_sum` calls.
+        """
+        out = self._native("bpmf_grad_log_lik_diff_sum", theta, centre, idx, weights)
+        if out is not NotImplemented:
+            return out
+        return self.grad_log_lik_sum(theta, idx, weights) - self.grad_log_lik_sum(centre, idx, weights)
+
+    def _native(self, name: str, theta: Array, centre: Array | None, idx: Array | None, weights: Array | None):
+        """A backend's fused gather, product and scatter-add (compiled loops on NumPy with Numba), or
+        ``NotImplemented``; the array-API code of the callers is its twin."""
+        fast = native(self.xp, name) if idx is not None else None
+        if fast is None:
+            return NotImplemented
+        xp = self.xp
+        if idx.ndim == 1:
+            idx = xp.broadcast_to(idx[None, :], (theta.shape[0], idx.shape[0]))
+        args = (self.users, self.items, self.ratings, theta) + (() if centre is None else (centre,))
+        return fast(*args, idx, weights, self.alpha, self.n_users, self.n_items, self.d)
 
     def grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
         """Per-rating gradients, shape (chains, batch, dim): dense, so only for small models and tests."""
