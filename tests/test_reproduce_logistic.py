@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from sgmc import experiments
@@ -137,3 +138,14 @@ def test_figure3_claims_at_the_quick_size(tmp_path):
     final = {row[0]: row for row in res["final"]}
     assert final["SGLD"][2] > res["truth_var"] and final["SGLD-CV"][2] > res["truth_var"]
     assert final["SGLD-CV"][4] < final["SGLD"][4]
+
+
+def test_tables_write_numpy_scalars_as_plain_numbers(tmp_path):
+    from sgmc.experiments._output import Context
+
+    ctx = Context(str(tmp_path / "out"), "t", progress=False)
+    ctx.write_table("t", ["name", "x", "n"], [["a", np.float64(0.1), np.int64(3)], ["b", 2.5, 4]])
+    with open(tmp_path / "out" / "t.csv", newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows == [["name", "x", "n"], ["a", "0.1", "3"], ["b", "2.5", "4"]]
+    assert float(rows[1][1]) == 0.1  # full precision, read back exactly

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import numbers
 import os
 import platform
 import sys
@@ -71,6 +72,15 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], digits: 
     return "\n".join([head, rule, *body]) + "\n"
 
 
+def _csv_cell(v: Any) -> Any:
+    """A CSV cell: floats (NumPy's too, whose repr names the type) at full precision, NumPy integers as ints."""
+    if isinstance(v, float):
+        return repr(float(v))
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        return int(v)
+    return v
+
+
 @dataclass
 class Context:
     """An experiment's run: the output folder, size, seed and progress setting, and the writers.
@@ -131,7 +141,7 @@ class Context:
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(columns)
         for row in rows:
-            writer.writerow([repr(v) if isinstance(v, float) else v for v in row])
+            writer.writerow([_csv_cell(v) for v in row])
         self.write_text(f"{stem}.csv", buf.getvalue())
         return md
 
