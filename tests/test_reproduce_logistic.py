@@ -53,6 +53,20 @@ def test_table2_tiny_through_reproduce(tmp_path):
     assert "nuts=False" in meta["notes"]["references"]
     assert "NUTS and ADVI not run" in (out / "table2.md").read_text()
     assert res["meta"] == meta and len(res["table"]) == 3
+    # some columns alone (the command line's comma-separated form): the same values, the rest empty
+    part = experiments.reproduce("logistic-table2", tmp_path / "part", quick=True, seed=3, progress=False,
+                                 columns="SGLD-CV,ULA", **TINY_TABLE)
+    keep = [METHODS.index("SGLD-CV") + 3, METHODS.index("ULA") + 3]
+    for whole, alone in zip(rows[1:], _csv(tmp_path / "part" / "table2.csv")[1:]):
+        for j in range(2, len(whole)):
+            if j in keep and whole[0] != "Time (s)":
+                assert float(alone[j]) == float(whole[j])
+            elif j not in keep:
+                assert alone[j] == "nan"
+    assert part["results"][10].keys() == {"SGLD-CV", "ULA"}
+    with pytest.raises(ValueError, match="option `columns` must name some of"):
+        experiments.reproduce("logistic-table2", tmp_path / "bad", quick=True, progress=False, columns="SGLD,STAN",
+                              **TINY_TABLE)
 
 
 def test_figures_tiny_through_the_command_line(tmp_path, capsys):

@@ -11,7 +11,9 @@ installed (``pip install "sgmc[reproduce]"``); without it those columns are dash
 
 Options (``reproduce(..., dims=(10,), n=..., ...)``): ``dims``, ``n`` (N), ``iters``, ``sgd_steps``,
 ``keep`` (draws scored), ``pilot_iters``, ``grid`` (multipliers of the base step), ``nuts`` (False
-skips NUTS and ADVI), ``nuts_warmup``, ``nuts_draws``, ``advi_steps``.
+skips NUTS and ADVI), ``nuts_warmup``, ``nuts_draws``, ``advi_steps``, ``columns`` (the columns to
+run, for example ``NUTS,ADVI``; the others are left empty). Every column draws from its own seed, so a
+column run alone equals the same column of a whole run, and columns can run in separate processes.
 """
 
 from __future__ import annotations
@@ -56,6 +58,16 @@ def settings(ctx: Context) -> dict:
         msg = f"option `dims` must be a positive int or a sequence of them; got {cfg['dims']!r}"
         raise ValueError(msg)
     cfg["dims"] = tuple(dims)
+    cols = ctx.option("columns", None)
+    if cols is None:
+        cols = tuple(COLUMNS[2:])
+    else:  # a sequence, or one string with the names separated by commas (the command line's form)
+        cols = tuple(c.strip() for c in cols.split(",")) if isinstance(cols, str) else tuple(cols)
+    unknown = [c for c in cols if c not in COLUMNS[2:]]
+    if unknown or not cols:
+        msg = f"option `columns` must name some of {', '.join(COLUMNS[2:])}; got {ctx.option('columns', None)!r}"
+        raise ValueError(msg)
+    cfg["columns"] = cols
     return cfg
 
 
@@ -67,6 +79,8 @@ def run_dim(ctx: Context, cfg: dict, dim: int, reference) -> dict:
     be = backends.get_backend(problem.model.xp)
     out, tuning = {}, {}
     for k, (label, smp, est) in enumerate(METHODS):
+        if label not in cfg["columns"]:
+            continue
         ctx.status(f"d = {dim}: {label}: tuning h by KSD over {len(cfg['grid'])} pilot runs ...")
         rng = backends.default_rng(seeds[2 * k], backend=be, device=problem.model.device)
         res = tune(problem, smp, est, cfg["pilot_iters"], cfg["grid"], rng)
@@ -76,11 +90,12 @@ def run_dim(ctx: Context, cfg: dict, dim: int, reference) -> dict:
         loss, k_ = metrics(problem, draws)
         out[label] = {"time": run["time"], "log_loss": loss, "ksd": k_, "h": h, "at_edge": res.at_edge,
                       "diverged": diverged}
-    if reference is not None:
+    if reference is not None and "NUTS" in cfg["columns"]:
         ctx.status(f"d = {dim}: NUTS ({cfg['nuts_warmup']} + {cfg['nuts_draws']} iterations) ...")
         r = nuts(problem, cfg["nuts_warmup"], cfg["nuts_draws"], int(seeds[-2].generate_state(1)[0]))
         loss, k_ = metrics(problem, r["draws"][-cfg["keep"]:])
         out["NUTS"] = {"time": r["time"], "log_loss": loss, "ksd": k_}
+    if reference is not None and "ADVI" in cfg["columns"]:
         ctx.status(f"d = {dim}: ADVI ({cfg['advi_steps']} steps) ...")
         r = advi(problem, cfg["advi_steps"], cfg["keep"], int(seeds[-1].generate_state(1)[0]))
         loss, k_ = metrics(problem, r["draws"])
