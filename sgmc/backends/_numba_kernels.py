@@ -144,6 +144,16 @@ def systematic(weights, u, out):
 
 
 @nb.njit(**_FAST)
+def _bpmf_resid(U, V, c, u, i, rating, alpha, w, has_w, b):
+    """alpha (r - U_u . V_i) for chain c, times the rating's weight."""
+    s = 0.0
+    for m in range(U.shape[2]):
+        s += U[c, u, m] * V[c, i, m]
+    e = alpha * (rating - s)
+    return e * w[c, b] if has_w else e
+
+
+@nb.njit(**_FAST)
 def bpmf_chains(users, items, ratings, U, V, Uc, Vc, two, idx, w, has_w, alpha, gU, gV):
     """BPMF minibatch gradient sums, one pass over each chain's ratings.
 
@@ -158,19 +168,9 @@ def bpmf_chains(users, items, ratings, U, V, Uc, Vc, two, idx, w, has_w, alpha, 
             j = idx[c, b]
             u = users[j]
             i = items[j]
-            s = 0.0
-            for m in range(d):
-                s += U[c, u, m] * V[c, i, m]
-            e = alpha * (ratings[j] - s)
-            if has_w:
-                e *= w[c, b]
+            e = _bpmf_resid(U, V, c, u, i, ratings[j], alpha, w, has_w, b)
             if two:
-                s0 = 0.0
-                for m in range(d):
-                    s0 += Uc[c, u, m] * Vc[c, i, m]
-                e0 = alpha * (ratings[j] - s0)
-                if has_w:
-                    e0 *= w[c, b]
+                e0 = _bpmf_resid(Uc, Vc, c, u, i, ratings[j], alpha, w, has_w, b)
                 for m in range(d):
                     gU[c, u, m] += e * V[c, i, m] - e0 * Vc[c, i, m]
                     gV[c, i, m] += e * U[c, u, m] - e0 * Uc[c, u, m]
