@@ -28,7 +28,9 @@ def test_stops_near_the_budget_and_says_so(model):
     done = tr.info["iterations_done"]
     assert tr.info["stopped"] == "max_time" and tr.info["max_time"] == 0.4
     assert 50 < done < 10**5
-    assert 0.4 <= elapsed < 0.4 + 1.5  # set-up and assembly on a loaded machine
+    # the first group spends its half of the budget; the second runs as many iterations as the first,
+    # which can take less than its half, so the whole run may end before 0.4 s
+    assert 0.2 <= elapsed < 0.4 + 1.5  # set-up and assembly on a loaded machine
     # burn-in and thinning apply to the iterations done; every chain has the same length
     assert tr.iterations == list(range(50, done, 3))
     assert tr.draws.shape == (4, len(tr.iterations), 3)
