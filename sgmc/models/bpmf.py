@@ -223,12 +223,12 @@ class BPMF(Model):
         """The control-variate difference ``sum_i w_i [g_i(theta) - g_i(centre)]``, shape (chains, dim).
 
         A backend's fused loop evaluates both points in one pass over the ratings; the twin is the
-        difference of two :meth:`grad_log_lik_sum` calls.
+        model protocol's difference of two :meth:`grad_log_lik_sum` calls.
         """
         out = self._native("bpmf_grad_log_lik_diff_sum", theta, centre, idx, weights)
         if out is not NotImplemented:
             return out
-        return self.grad_log_lik_sum(theta, idx, weights) - self.grad_log_lik_sum(centre, idx, weights)
+        return super().grad_log_lik_diff_sum(theta, centre, idx, weights)
 
     def _native(self, name: str, theta: Array, centre: Array | None, idx: Array | None, weights: Array | None):
         """A backend's fused gather, product and scatter-add (compiled loops on NumPy with Numba), or
