@@ -50,6 +50,9 @@ class TuningResult:
     thin : int
         Thinning interval the pilot runs used (at least the requested one, so that every run keeps at
         most ``n_ksd`` draws in all).
+    extended : int
+        Pilot runs added beyond the ends of the given grid (``extend``); their rows are in ``table``,
+        which is sorted by step size when any were added.
     traces : list of Trace or None
         The pilot traces (``None`` for diverged runs), when ``keep_traces=True``; otherwise ``None``.
     """
@@ -58,6 +61,7 @@ class TuningResult:
     table: list = field(default_factory=list)
     thin: int = 1
     traces: list | None = None
+    extended: int = 0
 
     @property
     def at_edge(self) -> bool:
@@ -150,6 +154,23 @@ def _sampler_grid(model, sampler, estimator, batch_size, init, rng, sampler_opti
     return default_grid(model, smp, estimator=est, position=position, rng=rng)
 
 
+def _beyond_edge(table: list) -> float | None:
+    """The step one grid ratio beyond the end where the best finite KSD of ``table`` lies, or None
+    when the best is bracketed by other steps (a larger step that diverged brackets it too)."""
+    finite = [row for row in table if math.isfinite(row["ksd"])]
+    if not finite:
+        return None
+    best = min(finite, key=lambda row: row["ksd"])["step_size"]
+    steps = sorted({row["step_size"] for row in table})
+    if len(steps) == 1:
+        return best * 3.0
+    if best == steps[0]:
+        return steps[0] * steps[0] / steps[1]
+    if best == steps[-1]:
+        return steps[-1] * steps[-1] / steps[-2]
+    return None
+
+
 def _check_grid(grid: Any) -> list[float]:
     try:
         values = [float(h) for h in grid]
@@ -190,6 +211,7 @@ def tune_step_size(
     sampler_options: dict | None = None,
     estimator_options: dict | None = None,
     backend: Any = None,
+    extend: int = 0,
 ) -> TuningResult:
     """Choose a step size by the kernel Stein discrepancy of short pilot runs.
 
@@ -255,6 +277,12 @@ def tune_step_size(
         Tune on this backend: the model's data (and an array ``init``) are copied there once
         (:func:`sgmc.backends.move`), so the pilot runs and the KSD run there. By default the model's
         arrays decide.
+    extend : int, default 0
+        Most pilot runs to add beyond the ends of the grid. While the best step is the smallest or the
+        largest step tried and runs are left, one more pilot runs one grid ratio beyond that end (the
+        ratio of the two outermost steps on that side; upwards by 3 for a one-point grid), so that the choice is
+        bracketed by worse steps instead of reported at an edge. ``at_edge`` is True only when the
+        added runs did not bracket it either.
 
     Returns
     -------
@@ -323,13 +351,9 @@ def tune_step_size(
         values = _sampler_grid(model, sampler, estimator, batch_size, init, root.spawn(1)[0],
                                sampler_options, estimator_options)
     streams = root.spawn(len(values))
+    extend = check_int(extend, "extend", 0)
 
-    table: list[dict] = []
-    traces: list[Trace | None] = []
-    bar = progress_bar(progress, len(values), f"tuning {sampler if isinstance(sampler, str) else 'h'}")
-    for h, stream in zip(values, streams):
-        if bar is not None and table:
-            bar.update(1)
+    def pilot(h: float, stream: Any) -> tuple[dict, Trace | None]:
         t0 = time.perf_counter()
         try:
             trace = sample(
@@ -339,25 +363,43 @@ def tune_step_size(
                 sampler_options=sampler_options, estimator_options=estimator_options,
             )
         except (FloatingPointError, NoiseCorrectionError):   # diverged, or a noise correction infeasible
-            table.append({"step_size": h, "ksd": math.inf, "ess": math.nan,
-                          "time": time.perf_counter() - t0, "diverged": True})
-            traces.append(None)
-            continue
+            return {"step_size": h, "ksd": math.inf, "ess": math.nan, "time": time.perf_counter() - t0,
+                    "diverged": True}, None
         backend.synchronize()
         elapsed = time.perf_counter() - t0
         with backend.quiet_float():       # a wild but finite pilot may overflow the kernel: KSD inf
             value = float(ksd(trace.draws, trace.grads, kind=ksd_kind, **ksd_options))
         if not math.isfinite(value):
             value = math.inf
-        if trace.n_draws >= 4:
-            ess_min = float(model.xp.min(ess(trace.draws)))
-        else:
-            ess_min = math.nan
-        table.append({"step_size": h, "ksd": value, "ess": ess_min, "time": elapsed, "diverged": False})
+        ess_min = float(model.xp.min(ess(trace.draws))) if trace.n_draws >= 4 else math.nan
+        return {"step_size": h, "ksd": value, "ess": ess_min, "time": elapsed, "diverged": False}, trace
+
+    table: list[dict] = []
+    traces: list[Trace | None] = []
+    bar = progress_bar(progress, len(values), f"tuning {sampler if isinstance(sampler, str) else 'h'}")
+    for h, stream in zip(values, streams):
+        if bar is not None and table:
+            bar.update(1)
+        row, trace = pilot(h, stream)
+        table.append(row)
         traces.append(trace)
     if bar is not None:
         bar.update(1)
         bar.close()
+
+    added = 0
+    while added < extend:
+        h_new = _beyond_edge(table)
+        if h_new is None:
+            break
+        row, trace = pilot(h_new, root.spawn(1)[0])
+        table.append(row)
+        traces.append(trace)
+        added += 1
+    if added:
+        order = sorted(range(len(table)), key=lambda i: table[i]["step_size"])
+        table = [table[i] for i in order]
+        traces = [traces[i] for i in order]
 
     finite = [row for row in table if math.isfinite(row["ksd"])]
     if not finite:
@@ -367,4 +409,5 @@ def tune_step_size(
         )
         raise FloatingPointError(msg)
     best = min(finite, key=lambda row: row["ksd"])["step_size"]
-    return TuningResult(best=best, table=table, thin=thin, traces=traces if keep_traces else None)
+    return TuningResult(best=best, table=table, thin=thin, traces=traces if keep_traces else None,
+                        extended=added)

@@ -89,7 +89,8 @@ def reproduce(name: str, out: Any, *, quick: bool = False, seed: int = 0, progre
     -------
     dict
         What the experiment reports (its tables as lists of rows, the paths written), plus
-        ``"meta"``, the content of ``meta.json``.
+        ``"meta"``, the content of ``meta.json``, and ``"tables"``, every table it wrote
+        (``{stem: {"columns", "rows", "title"}}``).
     """
     exp = _load(name)
     from .._validation import check_int
@@ -102,4 +103,5 @@ def reproduce(name: str, out: Any, *, quick: bool = False, seed: int = 0, progre
     meta = ctx.finish(time.perf_counter() - t0, exp)
     result = dict(result or {})
     result["meta"] = meta
+    result["tables"] = ctx.tables
     return result

@@ -2,10 +2,14 @@
 
 The simulated logistic regression (:func:`sgmc.datasets.logistic_regression_data`, prior N(0, 10 I)),
 the starting point theta_0 ~ N(0, I) shared by every sampler, the step sizes chosen by the kernel
-Stein discrepancy of pilot runs over a grid (:func:`sgmc.tuning.tune_step_size`), the control-variate
-runs (SGD to theta_hat, then sampling from there), the review's metrics (log-loss on held-out data and
-KSD, eq. 13, on the last draws), and the NUTS and ADVI references, run by NumPyro on JAX when it is
-installed (``pip install "sgmc[reproduce]"``).
+Stein discrepancy of pilot runs over a grid (:func:`sgmc.tuning.tune_step_size`; the grid is extended
+past an edge choice, and each pilot is scored after its burn-in on draws pooled over chains and
+thinned, as the long run's draws are used), the control-variate runs (SGD to theta_hat polished by
+Newton steps, :func:`sgmc.optimize.find_mode`, its distance from the mode measured by
+:func:`sgmc.optimize.mode_gap`; then sampling from there), the review's metrics (log-loss on held-out
+data and KSD, eq. 13, on the last draws; and the KSD of draws thinned over the run's second half),
+and the NUTS and ADVI references, run by NumPyro on JAX when it is installed
+(``pip install "sgmc[reproduce]"``).
 
 This module is an input/output edge (it may use NumPy); the samplers run through :func:`sgmc.sample`.
 """
@@ -23,7 +27,7 @@ from .. import backends
 from ..datasets import logistic_regression_data
 from ..diagnostics import ksd, log_loss
 from ..models import LogisticRegression
-from ..optimize import find_mode, laplace
+from ..optimize import find_mode, laplace, mode_gap, newton
 from ..run import sample
 from ..tuning import tune_step_size
 
@@ -59,6 +63,7 @@ class Problem:
     theta0: Any
     mode: Any
     lambda_max: float
+    precision: Any = None
 
 
 def make_problem(n: int, dim: int, seed: int, backend: str = "numpy", n_test: int = 10_000) -> Problem:
@@ -73,7 +78,8 @@ def make_problem(n: int, dim: int, seed: int, backend: str = "numpy", n_test: in
     rng = backends.default_rng(mode_seed, backend=be, device=model.device)
     fit = laplace(model, rng, progress=False)
     lam = float(backends.to_numpy(model.xp.linalg.eigvalsh(fit.precision))[-1])
-    return Problem(dim, model, to(data.X_test), to(data.y_test), data.X, data.y, theta0, fit.mode, lam)
+    return Problem(dim, model, to(data.X_test), to(data.y_test), data.X, data.y, theta0, fit.mode, lam,
+                   fit.precision)
 
 
 def base_step(sampler: str, estimator: str, lambda_max: float) -> float:
@@ -82,45 +88,83 @@ def base_step(sampler: str, estimator: str, lambda_max: float) -> float:
     return LANGEVIN[estimator] / lambda_max
 
 
-def sgd_mode(problem: Problem, steps: int, rng: Any) -> tuple[Any, float]:
-    """theta_hat by ``steps`` SGD steps from theta_0 (the review's set-up of the CV methods) and the seconds."""
+def sgd_mode(problem: Problem, steps: int, rng: Any, *, polish: bool = True) -> tuple[Any, float, dict]:
+    """theta_hat by ``steps`` SGD steps from theta_0 (the review's set-up of the CV methods), polished
+    by Newton steps on the full posterior unless ``polish=False``; the seconds, and ``{"gap_sgd",
+    "gap"}``, the :func:`sgmc.optimize.mode_gap` of the SGD estimate and of the point returned
+    (posterior standard deviations from the mode; measured outside the timing)."""
     t0 = time.perf_counter()
-    mode = find_mode(problem.model, rng, problem.theta0[0, :], method="sgd", n_steps=steps, polish=False,
-                     check=False, progress=False)
-    return mode, time.perf_counter() - t0
+    raw = find_mode(problem.model, rng, problem.theta0[0, :], method="sgd", n_steps=steps, polish=False,
+                    check=False, progress=False)
+    mode = raw
+    if polish:
+        mode, _ = newton(problem.model, raw)
+    seconds = time.perf_counter() - t0
+    gap_sgd = float(mode_gap(problem.model, raw))
+    gap = gap_sgd if not polish else float(mode_gap(problem.model, mode))
+    return mode, seconds, {"gap_sgd": gap_sgd, "gap": gap}
+
+
+#: How a pilot run is scored: chains pooled, the first half of every pilot dropped as burn-in, at most
+#: this many draws thinned from the rest (the long runs are scored on thinned draws after burn-in too).
+PILOT_CHAINS = 2
+PILOT_KSD_DRAWS = 500
+#: Pilot runs added beyond an edge of the grid before an edge choice is reported.
+EXTEND = 4
 
 
 def tune(problem: Problem, sampler: str, estimator: str, pilot_iters: int, factors: Any, rng: Any) -> Any:
-    """Step size by the KSD of one pilot run per grid point (from theta_0, or from the mode for CV)."""
+    """Step size by the KSD of pilot runs over a grid (from theta_0, or from the exact mode for CV):
+    ``PILOT_CHAINS`` chains, the first half of each dropped, ``PILOT_KSD_DRAWS`` draws thinned from the
+    rest, the kernel preconditioned by the Laplace covariance; the grid is extended by up to
+    ``EXTEND`` runs past an edge choice."""
     grid = [f * base_step(sampler, estimator, problem.lambda_max) for f in factors]
     cv = estimator == "cv"
+    start = problem.mode[None, :] if cv else problem.theta0
+    xp = problem.model.xp
+    init = xp.concat([start] * PILOT_CHAINS, axis=0)
     return tune_step_size(
-        problem.model, sampler, estimator, grid=grid, pilot_iters=pilot_iters, chains=1,
-        init=problem.mode[None, :] if cv else problem.theta0, rng=rng, n_ksd=min(1000, pilot_iters),
-        progress=False, estimator_options={"centre": problem.mode} if cv else None,
+        problem.model, sampler, estimator, grid=grid, pilot_iters=pilot_iters, chains=PILOT_CHAINS,
+        burn_in=pilot_iters // 2, init=init, rng=rng, n_ksd=min(PILOT_KSD_DRAWS, pilot_iters // 2),
+        progress=False, estimator_options={"centre": problem.mode} if cv else None, extend=EXTEND,
+        ksd_options={"preconditioner": laplace_covariance(problem)},
     )
 
 
+def laplace_covariance(problem: Problem) -> Any:
+    """P^-1, the Laplace approximation's covariance, on the model's backend: the pilots' KSD kernel
+    works on the posterior's scale with it (one kernel for every step), so that a sample collapsed on
+    the mode scores badly, which the unit kernel of eq. (13) cannot see when posterior sds are << 1."""
+    xp = problem.model.xp
+    return xp.linalg.inv(problem.precision)
+
+
 def run_method(problem: Problem, sampler: str, estimator: str, h: float, iters: int, sgd_steps: int, rng: Any,
-               *, max_time: float | None = None, thin: int = 1, progress: Any = False) -> dict:
+               *, max_time: float | None = None, thin: int = 1, progress: Any = False, polish: bool = True) -> dict:
     """One run as in the review: ``iters`` iterations from theta_0, or for CV ``sgd_steps`` SGD steps
-    to theta_hat and ``iters - sgd_steps`` sampling iterations from there. Returns the trace, the
-    seconds (SGD included) and the SGD seconds."""
+    to theta_hat (polished by Newton steps unless ``polish=False``) and ``iters - sgd_steps`` sampling
+    iterations from there. Returns the trace, the seconds (mode search included), the search's
+    seconds and, for CV, the centre's ``mode_gap`` (``gap``; ``gap_sgd`` before polishing)."""
     ss = rng if isinstance(rng, np.random.SeedSequence) else np.random.SeedSequence(rng)
     opt_seed, run_seed = ss.spawn(2)
     model = problem.model
-    sgd_time, options, start, n = 0.0, None, problem.theta0, iters
+    sgd_time, options, start, n, gaps = 0.0, None, problem.theta0, iters, {}
     if estimator == "cv":
         be = backends.get_backend(model.xp)
-        mode, sgd_time = sgd_mode(problem, sgd_steps, backends.default_rng(opt_seed, backend=be, device=model.device))
+        mode, sgd_time, gaps = sgd_mode(problem, sgd_steps, backends.default_rng(opt_seed, backend=be, device=model.device),
+                                        polish=polish)
         options, start, n = {"centre": mode}, mode[None, :], iters - sgd_steps
         if max_time is not None:
             max_time = max(max_time - sgd_time, 1e-3)
     t0 = time.perf_counter()
-    trace = sample(model, sampler, estimator, step_size=h, n_iter=n, init=start, rng=run_seed, thin=thin,
-                   estimator_options=options, progress=progress, max_time=max_time)
+    try:
+        trace = sample(model, sampler, estimator, step_size=h, n_iter=n, init=start, rng=run_seed, thin=thin,
+                       estimator_options=options, progress=progress, max_time=max_time)
+    except FloatingPointError as err:
+        err.gap = gaps.get("gap")   # the centre's distance from the mode, for the caller's report
+        raise
     backends.get_backend(model.xp).synchronize()
-    return {"trace": trace, "time": sgd_time + time.perf_counter() - t0, "sgd_time": sgd_time}
+    return {"trace": trace, "time": sgd_time + time.perf_counter() - t0, "sgd_time": sgd_time, **gaps}
 
 
 def scores(model: Any, draws: Any, chunk: int = 50) -> Any:
@@ -130,18 +174,31 @@ def scores(model: Any, draws: Any, chunk: int = 50) -> Any:
     return xp.concat(parts, axis=0)
 
 
-def metrics(problem: Problem, draws: Any) -> tuple[float, float]:
-    """(log-loss on the held-out set, KSD of eq. 13) of ``draws`` (k, dim) on the model's backend."""
+def metrics(problem: Problem, draws: Any, thinned: Any = None) -> tuple[float, float] | tuple[float, float, float]:
+    """(log-loss on the held-out set, KSD of eq. 13) of ``draws`` (k, dim) on the model's backend, and
+    the KSD of ``thinned`` (a second sample) when it is given."""
     model = problem.model
     xp = model.xp
     draws = backends.asarray(draws, backend=backends.get_backend(xp), dtype=model.dtype)
     prob = xp.mean(model.predict_proba(draws, problem.X_test), axis=0)
     loss = float(log_loss(prob, problem.y_test))
     k = float(ksd(draws, scores(model, draws)))
-    return loss, k
+    if thinned is None:
+        return loss, k
+    thinned = backends.asarray(thinned, backend=backends.get_backend(xp), dtype=model.dtype)
+    return loss, k, float(ksd(thinned, scores(model, thinned)))
 
 
-# -- NumPyro references ---------------------------------------------------------------------------
+def laplace_ksd(problem: Problem, n: int, seed: Any) -> float:
+    """KSD (eq. 13) of ``n`` independent draws from the Laplace approximation N(mode, P^-1): the
+    value an independent sample of that size from (nearly) the posterior gets, the floor of the
+    column for ``n`` draws."""
+    model = problem.model
+    P = np.linalg.inv(np.asarray(backends.to_numpy(problem.precision), dtype=float))
+    mode = np.asarray(backends.to_numpy(problem.mode))
+    x = np.random.default_rng(seed).multivariate_normal(mode, P, size=n)
+    x = backends.asarray(x, backend=backends.get_backend(model.xp), dtype=model.dtype)
+    return float(ksd(x, scores(model, x)))
 
 
 def numpyro_or_note() -> tuple[Any, str]:

@@ -99,6 +99,7 @@ class Context:
     options: dict = field(default_factory=dict)
     written: list = field(default_factory=list)
     notes: dict = field(default_factory=dict)
+    tables: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if os.path.exists(self.out) and not os.path.isdir(self.out):
@@ -134,6 +135,7 @@ class Context:
                     title: str = "", digits: int = 3) -> str:
         """Write ``stem.md`` (a titled Markdown table) and ``stem.csv`` (full precision); return the Markdown."""
         md = format_table(columns, rows, digits)
+        self.tables[stem] = {"columns": list(columns), "rows": [list(r) for r in rows], "title": title}
         if title:
             md = f"{title}\n\n{md}"
         self.write_text(f"{stem}.md", md)

@@ -2,16 +2,22 @@
 
 For each d: the simulated data of :func:`sgmc.datasets.logistic_regression_data` (prior N(0, 10 I)),
 theta_0 ~ N(0, I) shared by every sampler, a step size for each method chosen by the KSD of pilot
-runs over a grid, then 20,000 iterations of SGLD, SGHMC (5 leapfrog steps an iteration), SGNHT and ULA
-from theta_0, and of their control-variate versions 10,000 SGD steps to theta_hat followed by 10,000
-sampling iterations. Time (seconds, step-size tuning excluded; SGD included for the CV methods),
-log-loss on 10,000 held-out points and KSD (eq. 13) on the last 1,000 draws. NUTS (2,000 iterations,
+runs over a grid (two chains each, scored after a burn-in of half the pilot on thinned draws; the
+grid extended past an edge choice), then 20,000 iterations of SGLD, SGHMC (5 leapfrog steps an
+iteration), SGNHT and ULA from theta_0, and of their control-variate versions 10,000 SGD steps to
+theta_hat, polished by Newton steps, followed by 10,000 sampling iterations. Time (seconds, step-size
+tuning excluded; the mode search included for the CV methods), log-loss on 10,000 held-out points,
+KSD (eq. 13) on the last 1,000 draws as the review scores them, and the KSD of 1,000 draws thinned
+from the last 10,000 iterations. The control runs (``controls``) repeat each CV method at the
+unpolished SGD estimate, and score 1,000 independent Laplace draws, the KSD an independent sample of
+that size gets. NUTS (2,000 iterations,
 the first 1,000 adaptation, as the paper's STAN run) and mean-field ADVI come from NumPyro when it is
 installed (``pip install "sgmc[reproduce]"``); without it those columns are dashes.
 
 Options (``reproduce(..., dims=(10,), n=..., ...)``): ``dims``, ``n`` (N), ``iters``, ``sgd_steps``,
 ``keep`` (draws scored), ``pilot_iters``, ``grid`` (multipliers of the base step), ``nuts`` (False
-skips NUTS and ADVI), ``nuts_warmup``, ``nuts_draws``, ``advi_steps``, ``columns`` (the columns to
+skips NUTS and ADVI), ``nuts_warmup``, ``nuts_draws``, ``advi_steps``, ``controls`` (False skips
+the control runs), ``columns`` (the columns to
 run, for example ``NUTS,ADVI``; the others are left empty). Every column draws from its own seed, so a
 column run alone equals the same column of a whole run, and columns can run in separate processes.
 """
@@ -19,19 +25,21 @@ column run alone equals the same column of a whole run, and columns can run in s
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from .. import backends
-from ._logistic import (EXTRA, METHODS, advi, make_problem, metrics, references, nuts,
+from ._logistic import (EXTRA, METHODS, advi, laplace_ksd, make_problem, metrics, references, nuts,
                         run_method, tune)
 from ._output import Context, Experiment
 
 FULL = {"dims": (10, 50, 100), "n": 100_000, "iters": 20_000, "sgd_steps": 10_000, "keep": 1000,
         "pilot_iters": 2000, "grid": (0.1, 0.3, 1.0, 3.0, 10.0), "nuts": True, "nuts_warmup": 1000, "nuts_draws": 1000,
-        "advi_steps": 10_000}
+        "advi_steps": 10_000, "controls": True}
 QUICK = {"dims": (10,), "n": 5_000, "iters": 2_000, "sgd_steps": 1_000, "keep": 500, "pilot_iters": 300,
-         "grid": (0.3, 1.0, 3.0, 10.0), "nuts": True, "nuts_warmup": 200, "nuts_draws": 300, "advi_steps": 2000}
+         "grid": (0.3, 1.0, 3.0, 10.0), "nuts": True, "nuts_warmup": 200, "nuts_draws": 300, "advi_steps": 2000,
+         "controls": True}
 
 # The paper's Table 2 (time in minutes), verbatim.
 PAPER_COLUMNS = ["Metric", "d", "STAN", "SGLD", "SGLDCV", "SGHMC", "SGHMCCV", "SGNHT", "SGNHTCV", "ULA", "ADVI"]
@@ -71,13 +79,24 @@ def settings(ctx: Context) -> dict:
     return cfg
 
 
+def thinned_tail(draws: Any, tail: int, keep: int) -> Any:
+    """``keep`` draws evenly thinned from the last ``tail`` of ``draws`` (n, dim), ending at the last."""
+    tail = min(tail, int(draws.shape[0]))
+    step = max(1, tail // keep)
+    start = int(draws.shape[0]) - 1 - step * (min(keep, tail) - 1)
+    return draws[start::step, :]
+
+
 def run_dim(ctx: Context, cfg: dict, dim: int, reference) -> dict:
-    """Every method at one d: {column: {"time", "log_loss", "ksd", "h"}}, and the tuning tables."""
+    """Every method at one d: {column: {"time", "log_loss", "ksd", "ksd_thin", "h", ...}}, the tuning
+    tables, the control runs of the CV methods (centred at the unpolished SGD estimate) and the KSD of
+    independent Laplace draws."""
     ctx.status(f"d = {dim}: simulating N = {cfg['n']} and finding the mode ...")
     problem = make_problem(cfg["n"], dim, ctx.seed, ctx.backend)
-    seeds = np.random.SeedSequence([ctx.seed, dim, 1]).spawn(2 * len(METHODS) + 2)
+    seeds = np.random.SeedSequence([ctx.seed, dim, 1]).spawn(2 * len(METHODS) + 3)
     be = backends.get_backend(problem.model.xp)
-    out, tuning = {}, {}
+    tail = cfg["iters"] - cfg["sgd_steps"]
+    out, tuning, controls = {}, {}, {}
     for k, (label, smp, est) in enumerate(METHODS):
         if label not in cfg["columns"]:
             continue
@@ -86,21 +105,37 @@ def run_dim(ctx: Context, cfg: dict, dim: int, reference) -> dict:
         res = tune(problem, smp, est, cfg["pilot_iters"], cfg["grid"], rng)
         tuning[label] = res
         h, run, diverged = run_tuned(ctx, problem, label, smp, est, res, cfg, seeds[2 * k + 1])
-        draws = run["trace"].draws[0, -cfg["keep"]:, :]
-        loss, k_ = metrics(problem, draws)
-        out[label] = {"time": run["time"], "log_loss": loss, "ksd": k_, "h": h, "at_edge": res.at_edge,
-                      "diverged": diverged}
+        chain = run["trace"].draws[0]
+        loss, k_, k_thin = metrics(problem, chain[-cfg["keep"]:, :], thinned_tail(chain, tail, cfg["keep"]))
+        out[label] = {"time": run["time"], "log_loss": loss, "ksd": k_, "ksd_thin": k_thin, "h": h,
+                      "at_edge": res.at_edge, "diverged": diverged, "gap": run.get("gap"),
+                      "gap_sgd": run.get("gap_sgd")}
+        if est == "cv" and cfg["controls"]:
+            ctx.status(f"d = {dim}: {label}: control run centred at the unpolished SGD estimate ...")
+            try:
+                ctl = run_method(problem, smp, est, h, cfg["iters"], cfg["sgd_steps"], seeds[2 * k + 1],
+                                 polish=False)
+            except FloatingPointError as err:   # reported in the control table, not raised
+                ctx.status(f"d = {dim}: {label}: the control run diverged: {err}")
+                controls[label] = {"time": math.nan, "log_loss": "diverged", "ksd": "diverged",
+                                   "ksd_thin": "diverged", "gap": float(getattr(err, "gap", math.nan))}
+                continue
+            c_chain = ctl["trace"].draws[0]
+            c_loss, c_k, c_thin = metrics(problem, c_chain[-cfg["keep"]:, :], thinned_tail(c_chain, tail, cfg["keep"]))
+            controls[label] = {"time": ctl["time"], "log_loss": c_loss, "ksd": c_k, "ksd_thin": c_thin,
+                               "gap": ctl["gap"]}
+    floor = laplace_ksd(problem, cfg["keep"], seeds[-3]) if cfg["controls"] else math.nan
     if reference is not None and "NUTS" in cfg["columns"]:
         ctx.status(f"d = {dim}: NUTS ({cfg['nuts_warmup']} + {cfg['nuts_draws']} iterations) ...")
         r = nuts(problem, cfg["nuts_warmup"], cfg["nuts_draws"], int(seeds[-2].generate_state(1)[0]))
         loss, k_ = metrics(problem, r["draws"][-cfg["keep"]:])
-        out["NUTS"] = {"time": r["time"], "log_loss": loss, "ksd": k_}
+        out["NUTS"] = {"time": r["time"], "log_loss": loss, "ksd": k_, "ksd_thin": k_}
     if reference is not None and "ADVI" in cfg["columns"]:
         ctx.status(f"d = {dim}: ADVI ({cfg['advi_steps']} steps) ...")
         r = advi(problem, cfg["advi_steps"], cfg["keep"], int(seeds[-1].generate_state(1)[0]))
         loss, k_ = metrics(problem, r["draws"])
-        out["ADVI"] = {"time": r["time"], "log_loss": loss, "ksd": k_}
-    return {"results": out, "tuning": tuning}
+        out["ADVI"] = {"time": r["time"], "log_loss": loss, "ksd": k_, "ksd_thin": k_}
+    return {"results": out, "tuning": tuning, "controls": controls, "floor": floor}
 
 
 def run_tuned(ctx: Context, problem, label: str, smp: str, est: str, res, cfg: dict, seed) -> tuple:
@@ -122,7 +157,8 @@ def run_tuned(ctx: Context, problem, label: str, smp: str, est: str, res, cfg: d
 
 def table_rows(by_dim: dict) -> list:
     rows = []
-    for metric, key in (("Time (s)", "time"), ("Log-loss", "log_loss"), ("KSD", "ksd")):
+    for metric, key in (("Time (s)", "time"), ("Log-loss", "log_loss"), ("KSD", "ksd"),
+                        ("KSD (thinned)", "ksd_thin")):
         for i, (dim, res) in enumerate(by_dim.items()):
             row = [metric if i == 0 else "", dim]
             for col in COLUMNS[2:]:
@@ -134,7 +170,7 @@ def table_rows(by_dim: dict) -> list:
 def run(ctx: Context) -> dict:
     cfg = settings(ctx)
     reference = references(ctx, cfg["nuts"], "NUTS and ADVI")
-    by_dim, steps = {}, []
+    by_dim, steps, control_rows = {}, [], []
     for dim in cfg["dims"]:
         if by_dim:  # what is done so far, in case a later dimension fails
             ctx.write_table("table2_partial", COLUMNS, table_rows(by_dim), title="Table 2 so far")
@@ -142,13 +178,23 @@ def run(ctx: Context) -> dict:
         by_dim[dim] = r["results"]
         for label, t in r["tuning"].items():
             used = r["results"][label]
-            steps.append([dim, label, used["h"], "yes" if t.at_edge else "no",
+            steps.append([dim, label, used["h"], t.extended, "yes" if t.at_edge else "no",
                           " ".join(f"{h:.3g}" for h in used["diverged"]) or "–",
                           " ".join(f"{row['step_size']:.3g}:{row['ksd']:.3g}" for row in t.table)])
+        for label, ctl in r["controls"].items():
+            used = r["results"][label]
+            control_rows.append([dim, label, "SGD + Newton (the protocol)", used["gap"], used["h"], used["log_loss"],
+                                 used["ksd"], used["ksd_thin"]])
+            control_rows.append([dim, label, "SGD only (control)", ctl["gap"], used["h"], ctl["log_loss"],
+                                 ctl["ksd"], ctl["ksd_thin"]])
+        if cfg["controls"]:
+            control_rows.append([dim, f"Laplace, {cfg['keep']} independent draws", "–", math.nan, math.nan,
+                                 math.nan, r["floor"], r["floor"]])
     rows = table_rows(by_dim)
     size = "quick size" if ctx.quick else "full size"
     title = (f"Table 2 (sgmc, {size}): N = {cfg['n']}, {cfg['iters']} iterations ({cfg['sgd_steps']} SGD + "
-             f"{cfg['iters'] - cfg['sgd_steps']} sampling for CV), metrics on the last {cfg['keep']} draws; "
+             f"{cfg['iters'] - cfg['sgd_steps']} sampling for CV), metrics on the last {cfg['keep']} draws "
+             f"(KSD (thinned): {cfg['keep']} draws thinned from the last {cfg['iters'] - cfg['sgd_steps']}); "
              f"time in seconds, h tuning excluded; NUTS {cfg['nuts_warmup']} + {cfg['nuts_draws']} iterations "
              "(NumPyro), ADVI mean-field (NumPyro).")
     if "references" in ctx.notes:
@@ -156,8 +202,15 @@ def run(ctx: Context) -> dict:
     md = ctx.write_table("table2", COLUMNS, rows, title=title)
     ctx.write_table("table2_paper", PAPER_COLUMNS, PAPER_ROWS, digits=5,
                     title="Table 2 of Nemeth and Fearnhead (2021), verbatim (time in minutes; STAN is NUTS).")
-    ctx.write_table("step_sizes", ["d", "method", "h", "best pilot at grid edge", "long run diverged at", "grid (h:pilot KSD)"], steps,
+    ctx.write_table("step_sizes", ["d", "method", "h", "pilots added past the edge", "best pilot at grid edge",
+                                   "long run diverged at", "grid (h:pilot KSD)"], steps,
                     title="Step sizes chosen by the KSD of pilot runs (review convention for h).")
+    if control_rows:
+        ctx.write_table("cv_controls", ["d", "method", "centre", "mode_gap (sds)", "h", "Log-loss", "KSD",
+                                        "KSD (thinned)"], control_rows,
+                        title=("The CV methods at the polished centre and, as a control, at the unpolished "
+                               "SGD estimate (same step, same seed); mode_gap in posterior standard "
+                               "deviations; and the KSD of independent draws from the Laplace approximation."))
     ctx.notes["settings"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.items()}
     return {"table": rows, "columns": COLUMNS, "markdown": md, "results": by_dim}
 
