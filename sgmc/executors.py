@@ -10,24 +10,39 @@ this process).
 
 Data go to each worker once. On Dask the sampler, the estimator and the model they hold are
 scattered to every worker once (as one in-band pickle, so arrays arrive in aligned memory and
-round exactly as they do here) and each group is one task. On other executors the groups are
-bundled into one task per worker (the executor's ``_max_workers`` when it has one), so the model is
-pickled once per worker rather than once per group. The progress bar counts the iterations of all
-groups: in process it moves every few iterations; with an executor it moves as each task finishes.
+round exactly as they do here) and each group is one task. On a process pool the run's spec is
+pickled once with its arrays out of band: the arrays are written to one temporary file (aligned,
+removed at the end) that every worker maps read-only, so neither the parent nor a worker holds a
+second copy of the data, and each group is one task. Arrays that do not pickle out of band (torch
+tensors), or a temporary file that cannot be written, fall back to one in-band pickle per bundle of
+groups, one bundle per worker (the executor's ``_max_workers`` when it has one). The progress bar
+counts the iterations of all groups: in process it moves every few iterations; with an executor it
+moves as each task finishes.
+
+A worker that dies (a ``BrokenProcessPool``, a Dask ``KilledWorker``) loses only the groups it was
+running: groups that finished are kept, and the lost ones run once more, on a fresh process pool
+or as new Dask tasks, from the same streams, so the draws are those of an uninterrupted run. If
+they are lost again, :class:`WorkerLostError` names them and carries the finished groups.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import mmap
 import multiprocessing
 import os
 import pickle
+import tempfile
+import threading
 import uuid
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, NamedTuple, Sequence
 
 from .chains import ChainsResult, DivergenceError, run_chains
 
-__all__ = ["GroupTask", "RunSpec", "run_groups", "is_dask", "check_executor", "current_dask_client"]
+__all__ = [
+    "GroupTask", "RunSpec", "WorkerLostError", "run_groups", "is_dask", "check_executor", "current_dask_client",
+]
 
 
 class GroupTask(NamedTuple):
@@ -49,6 +64,29 @@ class RunSpec(NamedTuple):
     score: Callable | None
     check_every: int
     backend: Any
+
+
+class WorkerLostError(RuntimeError):
+    """Worker processes died while running some groups of chains, twice: once and on the retry.
+
+    Attributes
+    ----------
+    lost : list of int
+        The groups that were lost.
+    finished : dict
+        ``{group: ChainsResult}`` of every group that finished.
+    trace : Trace or None
+        The finished groups' draws, set by :func:`sgmc.sample` (``trace.info["groups"]`` says which
+        chains they are).
+    """
+
+    def __init__(self, msg: str, lost: list, finished: dict):
+        super().__init__(msg)
+        self.lost = sorted(lost)
+        self.finished = dict(finished)
+        self.group = self.lost[0] if self.lost else None
+        self.partial = None
+        self.trace = None
 
 
 def _run_group(spec: RunSpec, task: GroupTask, progress: Callable | None = None,
@@ -81,23 +119,91 @@ def _run_bundle(spec: RunSpec, tasks: list) -> list:
 # Dask moves its payloads as pickle-5 frames placed at arbitrary byte offsets, so NumPy arrays can
 # arrive misaligned, and NumPy's fallbacks for misaligned operands round differently from BLAS: the
 # draws would change in the last bit. Payloads therefore travel as in-band pickles, which rebuild
-# every array in fresh, aligned memory. A worker unpickles a run's spec once and keeps the latest.
+# every array in fresh, aligned memory. A worker unpickles a run's spec once per run and keeps it,
+# keyed by the run's token, until the run tells it to forget (two runs may share a threaded worker).
 _PICKLE_PROTOCOL = 4
-_WORKER_SPEC: list = [None, None]  # [token, spec]
+_WORKER_SPECS: dict = {}  # run token -> spec
+_WORKER_LOCK = threading.Lock()
 
 
 def _forget_spec(token: str) -> None:
     """Drop a finished run's spec (and the data it holds) from a worker."""
-    if _WORKER_SPEC[0] == token:
-        _WORKER_SPEC[:] = [None, None]
+    with _WORKER_LOCK:
+        _WORKER_SPECS.pop(token, None)
 
 
 def _run_pickled(token: str, blob: bytes, tasks_blob: bytes) -> bytes:
     """Dask worker entry point: unpickle the spec (once per run and worker) and the tasks, run them."""
-    if _WORKER_SPEC[0] != token:
-        _WORKER_SPEC[:] = [token, pickle.loads(blob)]
-    out = _run_bundle(_WORKER_SPEC[1], pickle.loads(tasks_blob))
+    with _WORKER_LOCK:
+        spec = _WORKER_SPECS.get(token)
+        if spec is None:
+            spec = _WORKER_SPECS[token] = pickle.loads(blob)
+    out = _run_bundle(spec, pickle.loads(tasks_blob))
     return pickle.dumps(out, protocol=_PICKLE_PROTOCOL)
+
+
+# -- a run's spec for local processes: one pickle, its arrays in a file the workers map ---------------
+_ALIGN = 64
+_MAX_HEAD = 1 << 22  # a pickle larger than this holds data in band: bundle the groups instead
+
+
+class SharedSpec(NamedTuple):
+    """A pickled :class:`RunSpec` whose out-of-band buffers lie in ``path`` at ``layout``."""
+
+    head: bytes
+    path: str | None
+    layout: tuple  # ((offset, nbytes), ...)
+
+
+def _share(spec: RunSpec) -> SharedSpec:
+    """Pickle ``spec`` once, its arrays' buffers written to a temporary file (none if there are none).
+
+    Buffers that cannot be written out of band, or a file that cannot be written, give an in-band
+    pickle (``path`` None).
+    """
+    buffers: list = []
+    head = pickle.dumps(spec, protocol=5, buffer_callback=buffers.append)
+    if not buffers:
+        return SharedSpec(head, None, ())
+    fd, path = tempfile.mkstemp(prefix="sgmc-data-", suffix=".bin")
+    try:
+        layout, offset = [], 0
+        with os.fdopen(fd, "wb") as fh:
+            for buf in buffers:
+                raw = buf.raw()  # BufferError for a non-contiguous buffer
+                pad = -offset % _ALIGN
+                fh.write(b"\0" * pad)
+                offset += pad
+                fh.write(raw)
+                layout.append((offset, raw.nbytes))
+                offset += raw.nbytes
+    except (OSError, BufferError):
+        _remove(path)
+        return SharedSpec(pickle.dumps(spec, protocol=_PICKLE_PROTOCOL), None, ())
+    return SharedSpec(head, path, tuple(layout))
+
+
+def _remove(path: str | None) -> None:
+    if path is not None:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _load_shared(shared: SharedSpec) -> RunSpec:
+    """Worker side of :func:`_share`: the spec, its arrays read-only views of the mapped file."""
+    if shared.path is None:
+        return pickle.loads(shared.head)
+    with open(shared.path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        view = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)) if size else memoryview(b"")
+    return pickle.loads(shared.head, buffers=[view[o : o + n] for o, n in shared.layout])
+
+
+def _run_shared(shared: SharedSpec, tasks: list) -> list:
+    """Process-pool entry point: load the run's spec and run a list of groups."""
+    return _run_bundle(_load_shared(shared), tasks)
 
 
 def _safe_context() -> Any:
@@ -177,6 +283,13 @@ def run_groups(
         In process, the number of iterations between updates of the bar.
     callback : callable, optional
         ``callback(k, state)`` after every iteration of every group (in process only).
+
+    Raises
+    ------
+    DivergenceError
+        When a group diverged; ``err.finished`` holds every group that finished.
+    WorkerLostError
+        When workers died running some groups and again on the retry (see the module docstring).
     """
     n_iter = len(spec.step_sizes)
     if executor is None:
@@ -200,51 +313,126 @@ def run_groups(
             return run_groups(spec, tasks, pool, bar=bar)
     if executor == "dask":
         executor = current_dask_client()
-    results: dict = {}
     if is_dask(executor):
-        client = _dask_client(executor)
-        # a fresh key per run: a content-hashed key could collide with a previous run's data that
-        # the scheduler is still releasing
-        token = uuid.uuid4().hex
-        shared = client.scatter(pickle.dumps(spec, protocol=_PICKLE_PROTOCOL), broadcast=True, hash=False)
-        futures = [
-            client.submit(_run_pickled, token, shared, pickle.dumps([t], protocol=_PICKLE_PROTOCOL), pure=False)
-            for t in tasks
-        ]
-        diverged = None
-        try:
-            # in submission order: as_completed would need this client to be the default one
-            for fut in futures:
-                try:
-                    out = pickle.loads(fut.result())
-                except DivergenceError as err:
-                    diverged = diverged or err
-                    continue
-                for index, res in out:
-                    results[index] = res
-                if bar is not None:
-                    bar.update(n_iter)
-        finally:
-            client.run(_forget_spec, token)
-        _raise_diverged(diverged, results)
+        results = _run_on_dask(spec, tasks, _dask_client(executor), bar, n_iter)
     else:
-        workers = getattr(executor, "_max_workers", None) or len(tasks)
-        n_bundles = max(1, min(len(tasks), int(workers)))
-        bundles = [tasks[i::n_bundles] for i in range(n_bundles)]
-        futures = {executor.submit(_run_bundle, spec, b): len(b) for b in bundles}
-        diverged = None
-        for fut in cf.as_completed(futures):
-            try:
-                out = fut.result()
-            except DivergenceError as err:
-                diverged = diverged if diverged is not None and diverged.group < err.group else err
-                continue
-            for index, res in out:
-                results[index] = res
-            if bar is not None:
-                bar.update(futures[fut] * n_iter)
-        _raise_diverged(diverged, results)
+        results = _run_on_pool(spec, tasks, executor, bar, n_iter)
     return [results[t.index] for t in tasks]
+
+
+def _units(tasks: list, shared: SharedSpec, workers: int) -> list:
+    """Lists of groups, one per task: one group each, or one bundle per worker for in-band data."""
+    if shared.path is not None or len(shared.head) <= _MAX_HEAD:
+        return [[t] for t in tasks]
+    n_bundles = max(1, min(len(tasks), int(workers)))
+    return [tasks[i::n_bundles] for i in range(n_bundles)]
+
+
+def _collect(futures: dict, results: dict, bar: Any, n_iter: int, lost_errors: tuple) -> tuple:
+    """Wait for ``futures`` (future -> its groups); return (first divergence, groups lost to dead workers)."""
+    diverged, lost = None, []
+    for fut in cf.as_completed(futures):
+        try:
+            out = fut.result()
+        except DivergenceError as err:
+            diverged = diverged if diverged is not None and diverged.group < err.group else err
+            continue
+        except lost_errors:
+            lost.extend(t.index for t in futures[fut])
+            continue
+        for index, res in out:
+            results[index] = res
+        if bar is not None:
+            bar.update(len(futures[fut]) * n_iter)
+    return diverged, lost
+
+
+def _run_on_pool(spec: RunSpec, tasks: list, executor: Any, bar: Any, n_iter: int) -> dict:
+    """Groups on a concurrent.futures executor; lost groups run once more on a fresh process pool."""
+    workers = getattr(executor, "_max_workers", None) or len(tasks)
+    shared = _share(spec)
+    results: dict = {}
+    try:
+        units = _units(tasks, shared, workers)
+        futures = {executor.submit(_run_shared, shared, u): u for u in units}
+        diverged, lost = _collect(futures, results, bar, n_iter, (BrokenProcessPool,))
+        if lost and diverged is None:
+            again = [t for t in tasks if t.index in set(lost)]
+            n = min(len(again), int(workers), os.cpu_count() or 1)
+            with cf.ProcessPoolExecutor(n, mp_context=_safe_context()) as pool:
+                futures = {pool.submit(_run_shared, shared, u): u for u in _units(again, shared, n)}
+                diverged, lost = _collect(futures, results, bar, n_iter, (BrokenProcessPool,))
+    finally:
+        _remove(shared.path)
+    _raise_diverged(diverged, results)
+    _raise_lost(lost, results, "a worker process died (BrokenProcessPool)")
+    return results
+
+
+def _dask_lost_errors() -> tuple:
+    import distributed
+
+    killed = getattr(distributed, "KilledWorker", None)
+    if killed is None:  # pragma: no cover - older releases keep it in the scheduler module
+        from distributed.scheduler import KilledWorker as killed
+    return (killed,)
+
+
+def _run_on_dask(spec: RunSpec, tasks: list, client: Any, bar: Any, n_iter: int) -> dict:
+    """One Dask task per group; groups whose workers were killed are submitted once more."""
+    # a fresh key per run: a content-hashed key could collide with a previous run's data that
+    # the scheduler is still releasing
+    token = uuid.uuid4().hex
+    shared = client.scatter(pickle.dumps(spec, protocol=_PICKLE_PROTOCOL), broadcast=True, hash=False)
+    lost_errors = _dask_lost_errors()
+    results: dict = {}
+
+    def submit(group: list) -> dict:
+        # in submission order (a list, not as_completed, which would need this client to be the default)
+        futs = [(client.submit(_run_pickled, token, shared, pickle.dumps([t], protocol=_PICKLE_PROTOCOL),
+                               pure=False), [t]) for t in group]
+        return dict(futs)
+
+    try:
+        diverged, lost = _collect_dask(submit(tasks), results, bar, n_iter, lost_errors)
+        if lost and diverged is None:
+            again = [t for t in tasks if t.index in set(lost)]
+            diverged, lost = _collect_dask(submit(again), results, bar, n_iter, lost_errors)
+    finally:
+        client.run(_forget_spec, token)
+    _raise_diverged(diverged, results)
+    _raise_lost(lost, results, "a Dask worker died (KilledWorker)")
+    return results
+
+
+def _collect_dask(futures: dict, results: dict, bar: Any, n_iter: int, lost_errors: tuple) -> tuple:
+    diverged, lost = None, []
+    for fut, group in futures.items():
+        try:
+            out = pickle.loads(fut.result())
+        except DivergenceError as err:
+            diverged = diverged if diverged is not None and diverged.group < err.group else err
+            continue
+        except lost_errors:
+            lost.extend(t.index for t in group)
+            continue
+        for index, res in out:
+            results[index] = res
+        if bar is not None:
+            bar.update(n_iter)
+    return diverged, lost
+
+
+def _raise_lost(lost: list, results: dict, why: str) -> None:
+    if not lost:
+        return
+    lost = sorted(set(lost))
+    msg = (
+        f"{why} while running the group(s) of chains {lost}, and again when they were retried on fresh "
+        f"workers; {len(results)} group(s) finished: err.finished holds them and err.trace their draws "
+        "(a worker dies when it runs out of memory or is killed: try fewer workers or smaller groups)"
+    )
+    raise WorkerLostError(msg, lost, results)
 
 
 def _raise_diverged(err: DivergenceError | None, results: dict) -> None:

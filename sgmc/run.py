@@ -11,7 +11,9 @@ sampler and estimator, every group's sampler and estimator state and generator, 
 and the run's settings) is written atomically to PATH every ``checkpoint_every`` iterations, and
 :func:`resume` continues from it with the same draws as an uninterrupted run. Ctrl-C during a run in
 this process ends it at the end of the current iteration and returns the draws so far, and a
-divergence keeps them on the error (``err.trace``).
+divergence keeps them on the error (``err.trace``), as does a checkpoint that cannot be written
+(:class:`CheckpointWriteError`, disk full say). Checkpoint files hold data, not code
+(:mod:`sgmc._checkpoint`): resuming runs nothing from the file and refuses a damaged one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import difflib
 import inspect
 import math
 import os
-import pickle
 import signal
 import threading
 import time
@@ -28,23 +29,39 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import backends
+from . import _checkpoint, backends
 from ._array_api import as_float_array, check_finite, is_array
-from ._atomic import atomic_write
 from ._progress import progress_bar, progress_scope, wants_progress
 from ._validation import check_choice, check_int
-from .chains import DivergenceError, run_chains
+from .chains import ChainsResult, DivergenceError, run_chains, step_stats
 from .estimators import FullGradient, SupportsPrepare, make_estimator
-from .executors import GroupTask, RunSpec, check_executor, run_groups
+from .executors import GroupTask, RunSpec, WorkerLostError, check_executor, run_groups
 from .models.base import check_compatible, check_target, require
 from .samplers import make_sampler, step_sizes
 from .trace import Trace
 
-__all__ = ["sample", "resume", "DEFAULT_GROUP_SIZE", "SamplingInterruptedWarning"]
+__all__ = ["sample", "resume", "DEFAULT_GROUP_SIZE", "SamplingInterruptedWarning", "CheckpointWriteError"]
 
 
 class SamplingInterruptedWarning(UserWarning):
     """Ctrl-C ended :func:`sample` early; the returned trace holds the draws made until then."""
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (disk full, no permission ...); the run stopped there.
+
+    Attributes
+    ----------
+    filename : str
+        The checkpoint file.
+    trace : Trace or None
+        The draws made until the failed write (every group that ran, cut to the shortest), so
+        nothing sampled is lost; :func:`resume` continues from the last checkpoint written.
+    """
+
+    def __init__(self, errno: Any, msg: str, filename: str):
+        super().__init__(errno, msg, filename)
+        self.trace = None
 
 #: Chains per group when ``group_size`` is not given: large enough that the chains of a group share
 #: the per-iteration Python overhead, small enough that 32 chains make 2 groups for 2 processes.
@@ -175,7 +192,10 @@ def sample(
         A file to which the complete state of the run is written (atomically) every
         ``checkpoint_every`` iterations, when Ctrl-C stops the run, and at the end;
         :func:`resume` continues from it. Checkpoints are written by runs in this process
-        (``executor=None``); the file is a pickle, so load only checkpoints you wrote.
+        (``executor=None``). The file holds data, not code: arrays and JSON with checksums; the
+        model's data set goes once per run to a file beside it (``PATH.HASH.data``), so each write
+        costs the state and the draws. A model, sampler or estimator that is not made of sgmc's
+        own classes is not stored and is passed to :func:`resume` again.
     checkpoint_every : int, optional
         Iterations between checkpoints (default: a tenth of ``n_iter``).
     backend : str or Backend, optional
@@ -210,6 +230,9 @@ def sample(
         say where it happened.
     TypeError
         For a keyword :func:`sample` does not take, with the closest one it does.
+    CheckpointWriteError
+        An ``OSError`` naming the ``checkpoint`` file when a write fails (disk full, no
+        permission); its ``trace`` holds the draws so far.
 
     Examples
     --------
@@ -304,7 +327,8 @@ def sample(
     return _execute(job, executor, progress, callback)
 
 
-def resume(path: Any, *, progress: bool = True, callback: Callable | None = None) -> Trace:
+def resume(path: Any, *, model: Any = None, sampler: Any = None, estimator: Any = None, progress: bool = True,
+           callback: Callable | None = None) -> Trace:
     """Continue a run of :func:`sample` from its checkpoint file and return the whole trace.
 
     The draws are those of the uninterrupted run with the same arguments (bit for bit on NumPy),
@@ -312,10 +336,18 @@ def resume(path: Any, *, progress: bool = True, callback: Callable | None = None
     at the same interval, so a resumed run can itself be interrupted and resumed. A checkpoint of a
     finished run gives its trace at once.
 
+    Nothing in the file is run: it holds arrays and JSON, every part checked against its SHA-256
+    before use, and objects are rebuilt only from sgmc's own classes and functions, found by name
+    inside the package. A damaged or foreign file raises a ``ValueError`` naming it.
+
     Parameters
     ----------
     path : str or path-like
-        The ``checkpoint`` file of :func:`sample`. It is a pickle: load only files you wrote.
+        The ``checkpoint`` file of :func:`sample` (its data file ``PATH.HASH.data`` must be beside it).
+    model, sampler, estimator : object, optional
+        The run's model, sampler or estimator when it is not made of sgmc's own classes (a model
+        class of your own, say): such objects are not stored, and the error says which to pass.
+        The model must have the run's ``n_data`` and ``dim``.
     progress : bool
         Show a progress bar.
     callback : callable, optional
@@ -328,7 +360,8 @@ def resume(path: Any, *, progress: bool = True, callback: Callable | None = None
     Raises
     ------
     ValueError
-        Naming ``path``, when the file is not a readable sgmc checkpoint.
+        Naming ``path``, when the file is damaged, not an sgmc checkpoint, or needs an object
+        passed again (naming the keyword).
 
     Examples
     --------
@@ -345,11 +378,8 @@ def resume(path: Any, *, progress: bool = True, callback: Callable | None = None
     >>> bool((again.draws == trace.draws).all())
     True
     """
-    job = _Job.load(path)
+    job = _Job.load(path, {"model": model, "sampler": sampler, "estimator": estimator})
     return _execute(job, None, progress, callback)
-
-
-_MAGIC = "sgmc checkpoint 1"
 
 
 @dataclass
@@ -456,6 +486,12 @@ def _execute(job: _Job, executor: Any, progress: bool, callback: Callable | None
                             break
                         before.append(finished[i])
                     err.trace = job.trace(before + ([err.partial] if err.partial is not None else []))
+                    raise
+                except WorkerLostError as err:  # the finished groups' draws, whichever they are
+                    kept = sorted(err.finished)
+                    if kept:
+                        err.trace = job.trace([err.finished[i] for i in kept])
+                        err.trace.info["groups"] = [list(job.bounds[i]) for i in kept]
                     raise
                 job.results, complete, partial = results, True, None
     finally:
