@@ -282,13 +282,14 @@ def _column(values: list, chains: int) -> Any:
 def step_stats(infos: Sequence[Any], chains: int) -> dict:
     """Per-chain statistics ``(chains, n_iter)`` from a run's :class:`~sgmc.samplers.StepInfo` list.
 
-    ``n_evals`` and ``batch_size`` always; ``accepted`` and ``accept_prob`` when the sampler reports
-    them; each key of ``extras``.
+    ``n_evals`` (every per-datum evaluation of the step: the estimator's and the sampler's own) and
+    ``batch_size`` always; ``accepted`` and ``accept_prob`` when the sampler reports them; each key of
+    ``extras``.
     """
     if not infos:
         return {}
     out = {
-        "n_evals": _column([i.estimate.n_evals for i in infos], chains),
+        "n_evals": _column([i.n_evals for i in infos], chains),
         "batch_size": _column([i.estimate.batch_size for i in infos], chains),
     }
     first = infos[0]
@@ -300,3 +301,4 @@ def step_stats(infos: Sequence[Any], chains: int) -> dict:
         for key in first.extras:
             out[key] = _column([i.extras[key] for i in infos], chains)
     return out
+

@@ -15,6 +15,7 @@ estimators build on (:func:`subsample`, :func:`categorical`) are here for custom
 from typing import Any
 
 from .._sampling import categorical, subsample
+from .._names import build, canonical
 from .._validation import did_you_mean
 from .base import (
     EstimateInfo,
@@ -100,7 +101,11 @@ _OWN_DEFAULT_BATCH = ("buffered",)
 
 
 def make_estimator(name: Any, model: Any, batch_size: Any = None, **options: Any) -> GradientEstimator:
-    """Build an estimator from its registry name (or return a configured one unchanged)."""
+    """Build an estimator from its registry name (or return a configured one unchanged).
+
+    Names ignore case, and ``-`` and ``_`` are the same (``"cv_ps"``). An option the estimator does
+    not take raises ``TypeError`` naming it and the closest option the estimator takes.
+    """
     if not isinstance(name, str):
         if not isinstance(name, GradientEstimator):
             msg = (
@@ -109,15 +114,17 @@ def make_estimator(name: Any, model: Any, batch_size: Any = None, **options: Any
             )
             raise TypeError(msg)
         return name
-    key = name.lower().replace("_", "-")
-    if key not in ESTIMATORS:
+    key = canonical(name, ESTIMATORS)
+    if key is None:
         msg = f"unknown estimator {name!r};{did_you_mean(name, ESTIMATORS)} choose one of {sorted(ESTIMATORS)}"
         raise ValueError(msg)
     cls = ESTIMATORS[key]
+    what = f"estimator {key!r}"
     if key in _NO_BATCH:
-        return cls(model, **options)
+        return build(cls, (model,), options, what, "estimator_options", ("model",))
+    fixed = ("model", "batch_size")
     if key in _OWN_DEFAULT_BATCH:
-        return cls(model, batch_size, **options)
+        return build(cls, (model, batch_size), options, what, "estimator_options", fixed)
     if batch_size is None:
         batch_size = max(1, model.n_data // 100)
-    return cls(model, batch_size, **options)
+    return build(cls, (model, batch_size), options, what, "estimator_options", fixed)

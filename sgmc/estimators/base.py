@@ -21,7 +21,8 @@ from .._array_api import Array
 from .._dispatch import native
 from .._sampling import subsample_twin
 from .._validation import check_batch_size, check_nonnegative
-from ..models.base import check_target, require
+from ..models.base import Model, check_target, require
+from ..models.transforms import Affine
 
 __all__ = [
     "EstimateInfo",
@@ -154,16 +155,26 @@ class FullGradient(Estimator):
             require(model, ("grad_log_prior",), "the exact gradient")
         self.log_density = bool(log_density)
         self._info = EstimateInfo(model.n_data, model.n_data)
+        # the log density with the gradient: one pass where the model shares the work (GLMs), two
+        # with the base class's log_posterior_and_grad (log_lik, then grad_log_lik_sum)
+        self._density_evals = model.n_data * (2 if log_density and _two_passes(model) else 1)
 
     def estimate(self, rng, est_state, position):
         m = self.model
         if self.log_density:
             logp, g = m.log_posterior_and_grad(position)
-            return g, est_state, EstimateInfo(m.n_data, m.n_data, logp)
+            return g, est_state, EstimateInfo(self._density_evals, m.n_data, logp)
         g = m.grad_log_prior(position)
         if m.n_data > 0:
             g = g + m.grad_log_lik_sum(position)
         return g, est_state, self._info
+
+
+def _two_passes(model: Any) -> bool:
+    """Whether ``model.log_posterior_and_grad`` is :class:`~sgmc.models.Model`'s two-pass default."""
+    while isinstance(model, Affine):
+        model = model.base
+    return type(model).log_posterior_and_grad is Model.log_posterior_and_grad
 
 
 def diff_sum(model: Any, theta: Array, centre: Array, idx: Array, weights: Array | None = None) -> Array:

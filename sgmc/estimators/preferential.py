@@ -42,7 +42,7 @@ from .._array_api import Array, device_of, is_array
 from .._sampling import categorical
 from .._validation import check_batch_size, check_choice, check_int, check_positive
 from ..models.base import check_compatible, require, take_rows
-from ..optimize import find_mode, negative_hessian
+from ..optimize import _can_polish, find_mode, mode_gap_cost, negative_hessian, newton, warn_if_not_mode
 from .base import EstimateInfo, Estimator, Prepared, _check_subsampling, diff_sum
 from .control_variates import ControlVariateState
 
@@ -315,10 +315,20 @@ class _Preferential(Estimator):
         """Find the mode from the first chain's position (unless a centre was given); weights there; start there."""
         est, cost = self, 0.0
         if self.centre is None:
-            mode = find_mode(self.model, rng, position[0, :], method=self.optimizer, n_steps=self.opt_steps,
-                             step_size=self.opt_step_size, batch_size=self.opt_batch_size)
-            est = self.with_centre(mode)
+            m = self.model
+            mode = find_mode(m, rng, position[0, :], method=self.optimizer, n_steps=self.opt_steps,
+                             step_size=self.opt_step_size, batch_size=self.opt_batch_size, polish=False, check=False)
             cost = float(self.opt_steps * self.opt_batch_size)
+            how = f"{self.optimizer}, {self.opt_steps} steps"
+            if _can_polish(m):  # Newton steps and the mode check, as find_mode does, with their passes counted
+                polished, steps = newton(m, mode)
+                if bool(m.xp.all(m.xp.isfinite(polished))):
+                    mode = polished
+                cost += 3.0 * steps * m.n_data
+                how += " and Newton"
+            warn_if_not_mode(m, mode, 1.0, how)
+            cost += mode_gap_cost(m) * m.n_data
+            est = self.with_centre(mode)
             if self.weights == "approx":
                 cost += float(self.model.n_data)
         start = self.model.xp.broadcast_to(est.centre, tuple(position.shape))

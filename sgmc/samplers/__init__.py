@@ -11,6 +11,7 @@ sizes use the review's convention: SGLD is theta' = theta + (h/2) g + N(0, h I).
 
 from typing import Any
 
+from .._names import build, canonical
 from .._validation import did_you_mean
 from .base import (
     Sampler,
@@ -49,7 +50,11 @@ SAMPLERS = {
 
 
 def make_sampler(name: Any, model: Any = None, **options: Any) -> Sampler:
-    """Build a sampler from its registry name (or return a configured sampler unchanged)."""
+    """Build a sampler from its registry name (or return a configured sampler unchanged).
+
+    Names ignore case, and ``-`` and ``_`` are the same (``"sgld-corrected"``). An option the sampler
+    does not take raises ``TypeError`` naming it and the closest option the sampler takes.
+    """
     if not isinstance(name, str):
         if not isinstance(name, Sampler):
             msg = (
@@ -58,12 +63,16 @@ def make_sampler(name: Any, model: Any = None, **options: Any) -> Sampler:
             )
             raise TypeError(msg)
         return name
-    key = name.lower()
-    if key not in SAMPLERS:
+    key = canonical(name, SAMPLERS)
+    if key is None:
         msg = f"unknown sampler {name!r};{did_you_mean(name, SAMPLERS)} choose one of {sorted(SAMPLERS)}"
         raise ValueError(msg)
+    options = dict(options)
+    fixed = ()
     if key == "psgld" and model is not None:
         options.setdefault("n_data", model.n_data)
+        fixed = ("n_data",)
     if key in ("sgrld", "sgrhmc") and model is not None:
         options.setdefault("model", model)
-    return SAMPLERS[key](**options)
+        fixed = ("model",)
+    return build(SAMPLERS[key], (), options, f"sampler {key!r}", "sampler_options", fixed)

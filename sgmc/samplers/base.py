@@ -7,8 +7,9 @@ A sampler advances all chains at once, as a pair of pure functions in the shape 
   gradient there.
 * ``step(rng, state, estimator, step_size) -> (state, info)`` makes one iteration and says what
   happened in a :class:`StepInfo`: the cost of its gradient estimates (the estimator's
-  :class:`~sgmc.estimators.EstimateInfo`, summed over its calls) and the sampler's own quantities
-  (MALA's acceptance, SGNHT's thermostat).
+  :class:`~sgmc.estimators.EstimateInfo`, summed over its calls), the passes through the data it
+  made itself (``own_evals``: a metric computed from every datum) and its own quantities (MALA's
+  acceptance, SGNHT's thermostat).
 
 States are NamedTuples that always carry ``position``, ``grad`` (the estimate of grad log pi *at that
 position*, so a trace can store the score paired with each draw at no extra cost) and ``est_state``
@@ -59,12 +60,25 @@ class StepInfo(NamedTuple):
     extras : dict or None
         The sampler's own per-chain quantities after the step, by name (SGNHT: ``"thermostat"``);
         the runner records each per iteration.
+    own_evals : number or array (chains,)
+        Per-datum evaluations per chain that the sampler made itself, outside its estimator (SGRLD's
+        Fisher metric: one full pass, N, per step). The runner's ``n_evals`` and ``data_passes``
+        count them with the estimator's (:attr:`n_evals`).
     """
 
     estimate: Any
     accepted: Array | None = None
     accept_prob: Array | None = None
     extras: dict | None = None
+    own_evals: Any = 0
+
+    @property
+    def n_evals(self) -> Any:
+        """Every per-datum evaluation of the step: the estimator's and the sampler's own."""
+        own = self.own_evals
+        if isinstance(own, (int, float)) and own == 0:
+            return self.estimate.n_evals
+        return self.estimate.n_evals + own
 
 
 def add_costs(first: Any, second: Any) -> Any:

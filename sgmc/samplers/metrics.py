@@ -56,6 +56,11 @@ class Metric:
         ``G(theta)`` returns the diagonal only (ignored for constant arrays, whose shape says).
     constant : bool, default False
         Declare a callable G independent of theta (Gamma = 0).
+    n_evals : float, default 0
+        Per-datum evaluations per chain that one evaluation of G and its derivative term at a position
+        makes (N for a metric computed from every datum, such as a Fisher information); SGRLD and
+        SGRHMC report them in their :class:`~sgmc.samplers.StepInfo` so that the trace's data passes
+        are true.
 
     Examples
     --------
@@ -66,9 +71,14 @@ class Metric:
     array([[-0.5]])
     """
 
-    def __init__(self, G: Any, grad: Any = None, *, diagonal: bool = False, constant: bool = False):
+    def __init__(self, G: Any, grad: Any = None, *, diagonal: bool = False, constant: bool = False,
+                 n_evals: float = 0.0):
         self.G = G
         self.grad = grad
+        if isinstance(n_evals, bool) or not isinstance(n_evals, (int, float)) or not n_evals >= 0:
+            msg = f"`n_evals` must be a non-negative number of per-datum evaluations; got {n_evals!r}"
+            raise ValueError(msg)
+        self.n_evals = float(n_evals)
         if is_array(G):
             if G.ndim not in (1, 2) or (G.ndim == 2 and G.shape[0] != G.shape[1]):
                 msg = f"`G` as an array must have shape (d,) or (d, d); got {tuple(G.shape)}"
@@ -119,6 +129,11 @@ class Metric:
             return self._once(lambda t: 1.0 / xp.sqrt(self.value(t)), theta)
         return self._once(lambda t: sym_sqrt(xp, self.inverse(t)), theta)
 
+    def inverse_and_gamma(self, theta: Array) -> tuple[Array, Array]:
+        """``(inverse(theta), gamma(theta))``: what one SGRLD step needs, with :attr:`n_evals` its cost."""
+        inv = self.inverse(theta)
+        return inv, self.gamma(theta, inv)
+
     def gamma(self, theta: Array, inverse: Array | None = None) -> Array:
         """Gamma_i = sum_j d/d theta_j (G^{-1})_{ij}, shape (chains, d); zero for a constant metric."""
         xp = array_namespace(theta)
@@ -162,6 +177,10 @@ class GLMFisherMetric(Metric):
     (logistic: sigma (1 - sigma); linear: 1 / noise_var, a constant metric equal to the posterior
     precision). The divergence term is Gamma = -A sum_i w'(eta_i) (x_i^T A x_i) x_i with A = G^{-1}.
 
+    Cost: G and Gamma at a position take one pass through the data (the weights, outer products and
+    quadratic forms of every datum), reported as ``n_evals = N`` per chain and step. The linear
+    model's metric is constant: it is computed once, at the first use, and costs nothing per step.
+
     Parameters
     ----------
     model : LogisticRegression or LinearRegression
@@ -188,6 +207,17 @@ class GLMFisherMetric(Metric):
         self.constant = type(model).__name__ == "LinearRegression"
         self.G = self.value
         self.grad = None
+        self.n_evals = 0.0 if self.constant else float(model.n_data)
+        self._fixed = None  # the constant metric and its inverse, computed at the first use
+
+    def _constant(self) -> tuple[Array, Array]:
+        if self._fixed is None:
+            m = self.model
+            theta = m.zeros(1)
+            w, _ = self._weights(theta)
+            g = self._assemble(theta, w)[0, ...]
+            self._fixed = (g, m.xp.linalg.inv(g))
+        return self._fixed
 
     def _weights(self, theta: Array) -> tuple[Array, Array]:
         """w(eta) and w'(eta), each (chains, N)."""
@@ -203,21 +233,46 @@ class GLMFisherMetric(Metric):
         s = xp.where(eta >= 0, inv, e * inv)
         return w, w * (1.0 - 2.0 * s)
 
-    def value(self, theta: Array) -> Array:
+    def _assemble(self, theta: Array, w: Array) -> Array:
         m = self.model
         xp = m.xp
-        w, _ = self._weights(theta)
         g = (xp.matrix_transpose(m.X)[None, :, :] * w[:, None, :]) @ m.X
         eye = xp.eye(m.dim, dtype=m.dtype, device=m.device)
         return g + eye[None, :, :] / m.prior_var
+
+    def value(self, theta: Array) -> Array:
+        if self.constant:
+            return self.model.xp.broadcast_to(self._constant()[0][None, ...], (theta.shape[0], self.model.dim,
+                                                                           self.model.dim))
+        w, _ = self._weights(theta)
+        return self._assemble(theta, w)
+
+    def inverse(self, theta: Array) -> Array:
+        if self.constant:
+            return self.model.xp.broadcast_to(self._constant()[1][None, ...], (theta.shape[0], self.model.dim,
+                                                                           self.model.dim))
+        return self.model.xp.linalg.inv(self.value(theta))
+
+    def _gamma(self, a: Array, dw: Array) -> Array:
+        xp = self.model.xp
+        X = self.model.X
+        q = xp.sum((X[None, :, :] @ a) * X[None, :, :], axis=-1)       # (chains, N): x_i^T A x_i
+        v = (dw * q) @ X                                                # (chains, d)
+        return -matvec(a, v)
 
     def gamma(self, theta: Array, inverse: Array | None = None) -> Array:
         xp = self.model.xp
         if self.constant:
             return xp.zeros_like(theta)
-        X = self.model.X
         a = self.inverse(theta) if inverse is None else inverse
         _, dw = self._weights(theta)
-        q = xp.sum((X[None, :, :] @ a) * X[None, :, :], axis=-1)       # (chains, N): x_i^T A x_i
-        v = (dw * q) @ X                                                # (chains, d)
-        return -matvec(a, v)
+        return self._gamma(a, dw)
+
+    def inverse_and_gamma(self, theta: Array) -> tuple[Array, Array]:
+        """G^{-1} and Gamma at ``theta`` from one evaluation of the weights (one pass, ``n_evals``)."""
+        xp = self.model.xp
+        if self.constant:
+            return self.inverse(theta), xp.zeros_like(theta)
+        w, dw = self._weights(theta)
+        a = xp.linalg.inv(self._assemble(theta, w))
+        return a, self._gamma(a, dw)

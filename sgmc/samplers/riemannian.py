@@ -10,6 +10,10 @@ sign), for a metric G(theta) (:class:`~sgmc.samplers.Metric`). With g the estima
   rho' = rho + (h/2)[G^{-1/2} g - G^{-1} rho + Gamma_rho] + sqrt(h) N(0, G^{-1});
   theta' = theta + (h/2) G^{-1/2} rho', Gamma_rho,i = sum_j d_j (G^{-1/2})_{ij}.
 
+Cost: a metric computed from the data (the Fisher metric of a GLM) is evaluated at every step, one
+pass through the data besides the gradient estimate's; both samplers report it in
+``StepInfo.own_evals`` (``Metric.n_evals``), so the trace's ``data_passes`` count it.
+
 Step size: h multiplies G^{-1}, so it is measured in the metric's units. With G the Fisher
 information plus prior precision (:class:`~sgmc.samplers.GLMFisherMetric`) G^{-1} is about the
 posterior covariance and steps of order 0.1-1 are right, where SGLD on the same posterior needs steps
@@ -23,7 +27,7 @@ from typing import Any, NamedTuple
 
 from .._array_api import Array, array_namespace
 from .base import SamplerBase, StepInfo, _preconditioned_lambda_max
-from .metrics import GLMFisherMetric, Metric, matvec
+from .metrics import GLMFisherMetric, Metric, matvec, sym_sqrt
 
 __all__ = ["SGRLD", "SGRHMC", "SGRHMCState", "as_metric"]
 
@@ -125,17 +129,19 @@ class SGRLD(SamplerBase):
         xp = array_namespace(x)
         h = step_size
         m = self.metric
-        inv = m.inverse(x)
-        gam = m.gamma(x, inv)
+        inv, gam = m.inverse_and_gamma(x)
         z = rng.normal(tuple(x.shape), dtype=x.dtype)
         if m.diagonal:
             x = x + (0.5 * h) * (inv * g + gam) + xp.sqrt(h * inv) * z
         else:
-            x = x + (0.5 * h) * (matvec(inv, g) + gam) + math.sqrt(h) * matvec(m.inverse_sqrt(x), z)
+            # the root of the inverse already computed (for a metric that depends on theta, computing
+            # it again would be a second pass through the data)
+            root = m.inverse_sqrt(x) if m.constant else sym_sqrt(xp, inv)
+            x = x + (0.5 * h) * (matvec(inv, g) + gam) + math.sqrt(h) * matvec(root, z)
         if self.mirror:
             x = xp.abs(x)
         g, es, info = estimator.estimate(rng, state.est_state, x)
-        return _LangevinState(x, g, es), StepInfo(info)
+        return _LangevinState(x, g, es), StepInfo(info, own_evals=m.n_evals)
 
 
 class SGRHMCState(NamedTuple):
@@ -216,4 +222,4 @@ class SGRHMC(SamplerBase):
             rho = rho + (0.5 * h) * (matvec(root, g) - matvec(inv, rho) + gam) + math.sqrt(h) * matvec(root, z)
             x = x + (0.5 * h) * matvec(root, rho)
         g, es, info = estimator.estimate(rng, state.est_state, x)
-        return SGRHMCState(x, rho, g, es), StepInfo(info)
+        return SGRHMCState(x, rho, g, es), StepInfo(info, own_evals=m.n_evals)

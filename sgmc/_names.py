@@ -1,0 +1,101 @@
+"""Registry names and constructor options of samplers and estimators, checked one way everywhere.
+
+One naming rule: a name matches its registry entry whatever its case, and ``-`` and ``_`` are the
+same character (``"sgld-corrected"`` is ``"sgld_corrected"``, ``"cv_ps"`` is ``"cv-ps"``). Options given
+by name (``sampler_options``, ``estimator_options``) are checked against what the class's constructor
+takes, so a misspelt key is reported with the closest one it does take.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any, Iterable
+
+from ._validation import did_you_mean
+
+__all__ = ["canonical", "build"]
+
+
+def _fold(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def canonical(name: str, registry: Iterable[str]) -> str | None:
+    """The registry key that ``name`` means (case, ``-`` and ``_`` ignored), or None."""
+    want = _fold(name)
+    for key in registry:
+        if _fold(key) == want:
+            return key
+    return None
+
+
+def _named_parameters(cls: type) -> tuple[list, bool]:
+    """Keyword names the constructor of ``cls`` takes (its bases' where it forwards ``**options``).
+
+    Returns ``(names, open_ended)``; ``open_ended`` is True when every constructor on the way takes
+    ``**options``, so that unknown names cannot be refused from the signatures alone.
+    """
+    names: list = []
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        if klass is object:
+            return names, False
+        params = list(inspect.signature(init).parameters.values())[1:]
+        var_kw = False
+        for p in params:
+            if p.kind is p.VAR_KEYWORD:
+                var_kw = True
+            elif p.kind is not p.VAR_POSITIONAL and p.name not in names:
+                names.append(p.name)
+        if not var_kw:
+            return names, False
+    return names, True
+
+
+def build(cls: type, args: tuple, options: dict, what: str, argument: str, fixed: Iterable[str] = ()) -> Any:
+    """``cls(*args, **options)``, with a key of ``options`` that it does not take reported by name.
+
+    Parameters
+    ----------
+    cls : type
+        The sampler or estimator class.
+    args : tuple
+        Positional arguments the library passes itself (the model, the batch size).
+    options : dict
+        The keyword options given by the user (and the library's defaults).
+    what : str
+        How to name the class in the message (``"sampler 'sgld'"``).
+    argument : str
+        The user's argument that held the options (``"sampler_options"``).
+    fixed : iterable of str
+        Constructor parameters that the library passes itself, left out of the suggestions.
+
+    Raises
+    ------
+    TypeError
+        Naming ``argument``, the unknown key, the closest key the class takes and all it takes.
+    """
+    names, open_ended = _named_parameters(cls)
+    takes = [n for n in names if n not in set(fixed)]
+    for key in options:
+        if not isinstance(key, str):
+            msg = f"`{argument}` keys must be option names (str); got {key!r}"
+            raise TypeError(msg)
+        if key not in names and not open_ended:
+            raise TypeError(_unknown(key, takes, what, argument))
+    try:
+        return cls(*args, **options)
+    except TypeError as err:
+        m = re.search(r"unexpected keyword argument '([^']+)'", str(err))
+        if m is None or m.group(1) not in options:
+            raise
+        raise TypeError(_unknown(m.group(1), takes, what, argument)) from None
+
+
+def _unknown(key: str, takes: list, what: str, argument: str) -> str:
+    hint = did_you_mean(key, takes)
+    offer = f" it takes {', '.join(repr(t) for t in takes)}" if takes else " it takes no options"
+    return f"`{argument}`: {what} has no option {key!r};{hint}{offer}"
