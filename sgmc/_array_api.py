@@ -27,6 +27,7 @@ __all__ = [
     "is_floating",
     "check_finite",
     "as_float_array",
+    "check_real_dtype",
     "namespace_name",
 ]
 
@@ -124,11 +125,38 @@ def float_dtype(xp: Namespace, *arrays: Array) -> Any:
     return xp.result_type(*floats)
 
 
-def as_float_array(xp: Namespace, x: Array, dtype: Any, name: str) -> Array:
-    """Cast ``x`` to the floating ``dtype`` (same device), checking it is numeric."""
-    if not (xp.isdtype(x.dtype, "numeric") or x.dtype == xp.bool):
-        msg = f"`{name}` must be numeric; got dtype {x.dtype}"
+def check_real_dtype(xp: Namespace, dtype: Any, name: str) -> None:
+    """Raise ``TypeError`` naming ``name`` unless ``dtype`` is one sgmc computes in or converts from.
+
+    Integers and booleans are converted to a float; float32 and float64 are used as given. Complex
+    dtypes would lose their imaginary part, and half precision (float16, bfloat16) cannot hold the
+    sums the algorithms form, so both are refused rather than converted behind the caller's back.
+    """
+    if xp.isdtype(dtype, "complex floating"):
+        msg = (
+            f"`{name}` is complex (dtype {dtype}); sgmc computes with real numbers: pass the real part "
+            "(x.real) if that is what is meant"
+        )
         raise TypeError(msg)
+    if xp.isdtype(dtype, "real floating") and dtype not in (xp.float32, xp.float64):
+        msg = (
+            f"`{name}` has dtype {dtype}; sgmc computes in float32 or float64: convert it first, "
+            "e.g. x.astype('float32')"
+        )
+        raise TypeError(msg)
+    if not (xp.isdtype(dtype, "numeric") or dtype == xp.bool):
+        msg = f"`{name}` must be numeric; got dtype {dtype}"
+        raise TypeError(msg)
+
+
+def as_float_array(xp: Namespace, x: Array, dtype: Any, name: str) -> Array:
+    """Cast ``x`` to the floating ``dtype`` (same device), checking it is real and numeric.
+
+    Raises ``TypeError`` naming ``name`` for complex, half-precision and non-numeric arrays
+    (:func:`check_real_dtype`).
+    """
+    check_real_dtype(xp, x.dtype, name)
+    check_real_dtype(xp, dtype, name)
     if x.dtype != dtype:
         x = xp.astype(x, dtype)
     return x

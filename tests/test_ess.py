@@ -111,7 +111,9 @@ def test_shapes():
     assert np.asarray(mcse(x, method="quantile", prob=0.1)).shape == (2,)
     assert np.asarray(hdi(x)).shape == (2, 2)
     assert np.asarray(rhat(x)).shape == (2,)
-    assert np.asarray(rhat(x[0, :, 0])).shape == ()
+    assert np.asarray(rhat(x[0, :, 0], method="split")).shape == ()
+    with pytest.raises(ValueError, match="`draws` holds one chain"):
+        rhat(x[0, :, 0])  # 1-D draws are one chain: the rank R-hat has nothing to compare
     # a (n, dim) array is one chain: the same as a (1, n, dim) array
     np.testing.assert_allclose(ess(x[0]), ess(x[:1]))
 
@@ -221,15 +223,19 @@ def test_diagnostics_equal_arviz_stats(case):
             (ess(x, method="mean"), array_stats.ess(a, method="mean")),
             (ess(x, method="sd"), array_stats.ess(a, method="sd")),
             (ess(x, method="quantile", prob=0.3), array_stats.ess(a, method="quantile", prob=0.3)),
-            (rhat(x), array_stats.rhat(a, method="rank")),
             (mcse(x), array_stats.mcse(a, method="mean")),
             (mcse(x, method="sd"), array_stats.mcse(a, method="sd")),
             (mcse(x, method="quantile", prob=0.05), array_stats.mcse(a, method="quantile", prob=0.05)),
             (mcse(x, method="quantile", prob=0.5), array_stats.mcse(a, method="quantile", prob=0.5)),
             (hdi(x, 0.89), array_stats.hdi(a, 0.89, axis=(-2, -1))),
         ]
-        if x.shape[0] > 1:     # arviz-stats gives NaN for one chain; sgmc splits it (as Stan does)
+        if x.shape[0] > 1:     # arviz-stats gives NaN for one chain; sgmc refuses it (rank) or splits it
+            pairs.append((rhat(x), array_stats.rhat(a, method="rank")))
             pairs.append((rhat(x, method="split"), array_stats.rhat(a, method="split")))
+        else:
+            assert bool(np.all(np.isnan(array_stats.rhat(a, method="rank"))))
+            with pytest.raises(ValueError, match="`draws` holds one chain"):
+                rhat(x)
     for got, want in pairs:
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-8, atol=0, equal_nan=True)
 

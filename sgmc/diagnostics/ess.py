@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._array_api import Array, Namespace, array_namespace, as_float_array, check_finite, device_of, float_dtype
+from .._array_api import Array, Namespace, array_namespace, as_float_array, check_finite, device_of, float_dtype, is_array
 
 __all__ = ["ess", "rhat", "mcse", "hdi", "ndtri"]
 
@@ -44,6 +44,12 @@ _RESOLUTION = 1e-15
 # -- input handling ------------------------------------------------------------------------------
 def _as_draws(draws: Any, name: str, min_draws: int) -> tuple[Namespace, Array, int]:
     """Return ``(xp, x, ndim_in)`` with ``x`` of shape (chains, n, dim) and a floating dtype."""
+    if not is_array(draws):
+        msg = (
+            f"`{name}` must be an array of shape (chains, n, dim), (n, dim) or (n,) (NumPy, CuPy, torch or "
+            f"array-api-strict); got {type(draws).__name__}"
+        )
+        raise TypeError(msg)
     xp = array_namespace(draws, names=(name,))
     ndim = draws.ndim
     if ndim not in (1, 2, 3):
@@ -428,7 +434,16 @@ def rhat(draws: Array, *, method: str = "rank") -> Array:
     array
         Shape ``(dim,)``; a 0-d array for 1-D input. Values near 1 indicate that the chains (and their
         halves) agree; above about 1.01 they have not mixed. NaN where the within-chain variance is
-        zero, and for ``"rank"`` with a single chain (as in ArviZ; ``"split"`` accepts one chain).
+        zero (a constant coordinate, as in ArviZ).
+
+    Raises
+    ------
+    TypeError
+        When ``draws`` is not an array, or is complex or half precision.
+    ValueError
+        On bad shapes, fewer than 4 draws per chain, non-finite draws, an unknown method, and a
+        single chain with ``"rank"`` or ``"identity"`` (ArviZ returns NaN there; ``"split"`` compares
+        the halves of one chain).
 
     Examples
     --------
@@ -454,7 +469,12 @@ def rhat(draws: Array, *, method: str = "rank") -> Array:
     elif method == "split":
         out = _rhat_basic(xp, _split(xp, x))
     elif chains < 2:
-        out = xp.full((x.shape[2],), math.nan, dtype=x.dtype, device=device_of(x))
+        msg = (
+            f"`draws` holds one chain (shape {tuple(draws.shape)}): the rank-normalised R-hat compares "
+            "chains, so pass (chains, n, dim) with at least two chains, or method='split' to compare "
+            "the two halves of one chain"
+        )
+        raise ValueError(msg)
     else:
         s = _split(xp, x)
         bulk = _rhat_basic(xp, _z_scale(xp, s))

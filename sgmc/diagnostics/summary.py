@@ -24,7 +24,8 @@ class Summary:
     index : list of str
         Variable names (rows).
     columns : list of str
-        ``mean, sd, hdi{p}_lb, hdi{p}_ub, mcse_mean, mcse_sd, ess_bulk, ess_tail, r_hat``.
+        ``mean, sd, hdi{p}_lb, hdi{p}_ub, mcse_mean, mcse_sd, ess_bulk, ess_tail`` and, for two or more
+        chains, ``r_hat``.
     """
 
     def __init__(self, index: list, data: dict):
@@ -82,7 +83,8 @@ def summary(draws: Array, *, prob: float = 0.89, names: Sequence[str] | None = N
     -------
     Summary
         Columns ``mean``, ``sd`` (ddof 1), ``hdi89_lb``/``hdi89_ub`` (for ``prob=0.89``), ``mcse_mean``,
-        ``mcse_sd``, ``ess_bulk``, ``ess_tail``, ``r_hat`` (NaN for a single chain, as in ArviZ).
+        ``mcse_sd``, ``ess_bulk``, ``ess_tail`` and, with two or more chains, ``r_hat`` (R-hat compares chains; a single chain's
+        table has no such column, where ArviZ would show NaN).
 
     Examples
     --------
@@ -115,7 +117,8 @@ def summary(draws: Array, *, prob: float = 0.89, names: Sequence[str] | None = N
         "mcse_sd": mcse(x, method="sd"),
         "ess_bulk": ess(x, method="bulk"),
         "ess_tail": ess(x, method="tail"),
-        "r_hat": rhat(x, method="rank"),
     }
+    if x.shape[0] > 1:  # R-hat compares chains: a single chain has none
+        cols["r_hat"] = rhat(x, method="rank")
     data = {k: backends.to_numpy(v) for k, v in cols.items()}
     return Summary(names, data)

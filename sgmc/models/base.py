@@ -189,6 +189,9 @@ def as_data_array(x: Any, name: str) -> Array:
     """Arrays pass through; lists and scalars become NumPy arrays (the I/O edge)."""
     if is_array(x):
         return x
+    if x is None or isinstance(x, (str, bytes)):
+        msg = f"`{name}` must be an array or nested sequence of numbers; got {type(x).__name__}"
+        raise TypeError(msg)
     try:
         return backends.asarray(x, backend="numpy")
     except (TypeError, ValueError) as exc:
@@ -375,6 +378,9 @@ class Model:
     # -- derived ----------------------------------------------------------------------------------
     def _batched(self, theta: Array) -> tuple[Array, bool]:
         xp = self.xp
+        if theta is None or isinstance(theta, (str, bytes)):
+            msg = f"`theta` must be an array of shape (dim,) or (chains, dim) with dim={self.dim}; got {type(theta).__name__}"
+            raise TypeError(msg)
         if not is_array(theta):
             theta = xp.asarray(theta, dtype=self.dtype, device=self.device)
         check_compatible(self, theta, "theta")

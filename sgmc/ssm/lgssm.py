@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .. import backends
-from .._array_api import Array, array_namespace, is_array
+from .._array_api import Array, array_namespace, check_finite, is_array
 from .._validation import check_int, check_positive
 from .base import StateSpaceModel
 from .kalman import kalman_loglik, kalman_stats, precision_grads, stationary_covariance
@@ -258,12 +258,33 @@ class LGSSM(StateSpaceModel):
         P0 = xp.broadcast_to(self.P0[None, ...], (c, self.n, self.n))
         return A, Q, C, R, psiQ, psiR, m0, P0
 
+    def _checked_theta(self, theta: Any) -> tuple[Array, bool]:
+        """``theta`` as (chains, dim), checked: finite, with non-singular precision factors."""
+        xp = self.xp
+        theta, single = self._batched(theta)
+        check_finite(xp, theta, "theta")
+        _, _, psiQ, psiR = self._split(theta)
+        if not bool(xp.all(self._diag(psiQ) != 0)) or not bool(xp.all(self._diag(psiR) != 0)):
+            msg = (
+                "`theta` holds a singular precision factor (a zero diagonal entry of psi_Q or psi_R, "
+                "e.g. 1/sigma or 1/tau = 0 in the scalar model): the likelihood is not defined there"
+            )
+            raise ValueError(msg)
+        return theta, single
+
     def log_lik(self, theta: Array, idx: Array | None = None) -> Array:
-        """Exact log-likelihood of the whole series by the Kalman filter, shape ``(chains,)``."""
+        """Exact log-likelihood of the whole series by the Kalman filter.
+
+        ``theta`` of shape ``(chains, dim)`` gives shape ``(chains,)``; a ``(dim,)`` vector gives a 0-d
+        array. A ``theta`` of another shape, with non-finite entries or with a singular precision
+        factor raises ``ValueError`` naming it.
+        """
         if idx is not None:
             self._not_iid()
+        theta, single = self._checked_theta(theta)
         A, Q, C, R, _, _, m0, P0 = self._full(theta)
-        return kalman_loglik(A, Q, C, R, self.y, m0, P0)
+        out = kalman_loglik(A, Q, C, R, self.y, m0, P0)
+        return out[0] if single else out
 
     def log_lik_and_grad(self, theta: Array) -> tuple[Array, Array]:
         A, Q, C, R, psiQ, psiR, m0, P0 = self._full(theta)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from .._array_api import Array, array_namespace
+from .._array_api import Array, array_namespace, check_real_dtype, is_array
 from .._validation import check_choice, check_int
 from .._dispatch import native
 from .resampling import _TWINS, SCHEMES
@@ -298,10 +298,28 @@ def particle_filter(
     check_choice(resampling, "resampling", SCHEMES)
     check_choice(smoother, "smoother", SMOOTHERS)
     n = check_int(n_particles, "n_particles")
-    xp = array_namespace(y)
+    if not is_array(y):
+        msg = f"`y` must be an array of shape (Bt, T, obs_dim); got {type(y).__name__}"
+        raise TypeError(msg)
+    xp = array_namespace(y, names=("y",))
     if y.ndim != 3 or y.shape[0] != kernel.batch:
         msg = f"`y` must have shape (Bt, T, obs_dim) with Bt = kernel.batch = {kernel.batch}; got {tuple(y.shape)}"
         raise ValueError(msg)
+    check_real_dtype(xp, y.dtype, "y")
+    if mask is not None and tuple(mask.shape) != tuple(y.shape[:2]):
+        msg = f"`mask` must have shape (Bt, T) = {tuple(y.shape[:2])}, the leading axes of `y`; got {tuple(mask.shape)}"
+        raise ValueError(msg)
+    if xp.isdtype(y.dtype, "real floating"):
+        finite = xp.all(xp.isfinite(y), axis=2)
+        if mask is not None:  # padding (mask False) is never read
+            finite = finite | ~mask
+        if not bool(xp.all(finite)):
+            bad = int(xp.sum(xp.astype(~finite, xp.int64)))
+            msg = (
+                f"`y` has {bad} time step(s) with non-finite observations (NaN or inf); the filter needs "
+                "finite observations (mark padding with `mask` instead)"
+            )
+            raise ValueError(msg)
     rng = default_rng(rng, backend=xp) if not hasattr(rng, "uniform") else rng
     bt, T = y.shape[0], y.shape[1]
     dev = y.device
