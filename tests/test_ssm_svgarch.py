@@ -23,7 +23,8 @@ def _sv_kernel(theta):
 
 
 def _garch_kernel(theta):
-    return GARCH(np.zeros(3)).particle_kernel(theta)
+    # the thesis's partial terms are the gradient of log p(y_t, x_t | x_{t-1}, sigma_{t-1}^2)
+    return GARCH(np.zeros(3), score="partial").particle_kernel(theta)
 
 
 def _lgssm_kernel(theta):
@@ -69,7 +70,7 @@ def test_parameterisations_round_trip():
     g = GARCH(np.zeros(3))
     th = GARCH.theta_from(alpha=0.1, beta=0.8, gamma=0.05, tau=0.3)
     p = g.constrain(th)
-    np.testing.assert_allclose([float(v) for v in p], [0.1, 0.8, 0.05, 0.3])
+    np.testing.assert_allclose([float(v) for v in p], [0.1, 0.8, 0.05, 0.3, 0.0])
     np.testing.assert_allclose(g.unconstrain(p), th)
     # mu is the stationary variance alpha / (1 - beta - gamma)
     assert math.isclose(math.exp(th[0]), 0.1 / 0.15)
@@ -186,6 +187,7 @@ def test_window_score_runs_on_backends(xb, cls, theta):
 
 def test_garch_refuses_paris():
     k = GARCHKernel(*(np.full(2, v) for v in (0.5, 0.8, 0.5, 0.3)))
+    assert not hasattr(k, "log_transition")
     with pytest.raises(ValueError, match="log_transition"):
         particle_filter(0, k, np.zeros((2, 5, 1)), 10, stat_weight=np.ones((2, 5)), smoother="paris")
 

@@ -1,34 +1,29 @@
-"""GARCH(1,1) with observation noise (Aicher 2020, thesis section 3.4.5, Eqs. 3.91-3.97).
+"""GARCH(1,1), with or without observation noise and a mean (Aicher 2020, thesis section 3.4.5).
 
-    sigma_t^2 = alpha + beta x_{t-1}^2 + gamma sigma_{t-1}^2,   x_t ~ N(0, sigma_t^2),   y_t ~ N(x_t, tau^2).
+    sigma_t^2 = alpha + beta x_{t-1}^2 + gamma sigma_{t-1}^2,   x_t ~ N(0, sigma_t^2),   y_t = m + x_t + tau d_t.
 
-The latent state is the pair ``(x_t, sigma_t^2)``: the variance moves deterministically given the
-previous pair, so the transition has no density and the smoothers that need one (PaRIS, O(N^2))
-do not apply; the path-space smoother does. ``x_0 ~ N(0, mu)`` and ``sigma_0^2 = mu`` with ``mu``
-the stationary variance (the thesis leaves the start unstated; this is the recommended choice).
+Parameterisation (thesis Eq. 3.97): ``theta = (log mu, logit phi, logit lambda[, tau][, m])`` with
+``alpha = mu (1 - phi)``, ``beta = phi lambda``, ``gamma = phi (1 - lambda)``: ``mu`` is the
+stationary variance, ``phi = beta + gamma`` the persistence and ``lambda = beta / (beta + gamma)``.
+``tau`` is present with observation noise (``noise=True``, the thesis's model; a real number whose
+sign the likelihood ignores), the mean ``m`` with ``mean=True`` (default ``m = 0``).
 
-Parameterisation (thesis Eq. 3.97): ``theta = (log mu, logit phi, logit lambda, tau)`` with
-``alpha = mu (1 - phi)``, ``beta = phi lambda``, ``gamma = phi (1 - lambda)``: ``mu`` is the stationary
-variance, ``phi = beta + gamma`` the persistence and ``lambda = beta / (beta + gamma)``. With
-``C_t = (x_t^2 - sigma_t^2) / (2 sigma_t^4)`` the score terms are
+With noise (the default) the latent path is ``x_{0:T}``, ``x_0 ~ N(0, mu)`` and ``sigma_0^2 = mu``,
+the likelihood is intractable and the score comes from a particle smoother
+(:mod:`sgmc.ssm.garch_kernel`): by default the exact gradient of ``log p(y | theta)``, which carries
+``d sigma_t^2 / d theta`` through the recursion per particle, or, with ``score="partial"``, the
+thesis's partial derivative, a different target kept to reproduce the thesis.
 
-    d/d log mu       = C_t (1 - phi) mu,
-    d/d logit phi    = C_t (lambda x_{t-1}^2 + (1 - lambda) sigma_{t-1}^2 - mu) phi (1 - phi),
-    d/d logit lambda = C_t phi (x_{t-1}^2 - sigma_{t-1}^2) lambda (1 - lambda),
-    d/d tau          = ((y_t - x_t)^2 - tau^2) / tau^3,
-
-holding ``sigma_{t-1}^2`` fixed as part of the state (the thesis's partial derivative; the
-variance's own dependence on ``theta`` through earlier steps is not propagated). ``tau`` is a real
-number whose sign the likelihood ignores.
-
-Proposals: the fully adapted ("optimal instrumental") kernel of Eqs. 3.95-3.96, which the thesis
-uses: ancestors are weighted by ``N(y_t | 0, sigma_t^2 + tau^2)`` and moved with
-``x_t ~ N(sigma_t^2 y_t / (sigma_t^2 + tau^2), sigma_t^2 tau^2 / (sigma_t^2 + tau^2))``; or the
-bootstrap kernel (Eqs. 3.93-3.94).
+Without noise (``noise=False``) the model is the textbook GARCH(1,1) on returns ``y_t = m + x_t``:
+``x_t`` is observed, ``sigma_1^2`` is the stationary ``mu`` (or the number ``init_var``, as a
+conditioning value), and the log-likelihood and its gradient are exact recursions over time
+(``log_lik``, ``grad_log_lik``; buffered windows restart the recursion at ``mu``, not
+differentiated, where they start after the first observation).
 
 Priors (the papers do not state them): ``log mu ~ N(0, prior_var)``, ``phi`` and ``lambda``
-uniform on (0, 1) (in logit coordinates ``log p = log u (1 - u)``), and ``1/tau^2 ~
-Gamma(prior_shape, prior_rate)`` carried to ``tau``: ``log p = -(2 a + 1) log|tau| - b / tau^2``.
+uniform on (0, 1) (in logit coordinates ``log p = log u (1 - u)``), ``1/tau^2 ~
+Gamma(prior_shape, prior_rate)`` carried to ``tau`` (``log p = -(2 a + 1) log|tau| - b / tau^2``) and
+``m ~ N(0, mean_prior_var)``.
 """
 
 from __future__ import annotations
@@ -38,133 +33,52 @@ from typing import Any, NamedTuple
 
 from .._array_api import Array, array_namespace, is_array
 from .._validation import check_choice, check_int, check_positive
-from .base import StateSpaceModel
-from .particle import _LOG_2PI, KernelBase, _stack_terms, _y_like
+from .base import StateSpaceModel, _absent
+from .garch_kernel import SCORES, GARCHKernel
+from .particle import _LOG_2PI
 
 __all__ = ["GARCH", "GARCHParams", "GARCHKernel"]
 
 
 class GARCHParams(NamedTuple):
-    """Natural parameters with the leading axes of ``theta``."""
+    """Natural parameters with the leading axes of ``theta`` (``tau = 0`` without noise, ``mean = 0`` without a mean)."""
 
     alpha: Array
     beta: Array
     gamma: Array
     tau: Array
+    mean: Array
 
 
 def _sigmoid(xp: Any, z: Array) -> Array:
     return 1.0 / (1.0 + xp.exp(-z))
 
 
-class GARCHKernel(KernelBase):
-    """Particle kernel of GARCH(1,1) with noise; state ``(x_t, sigma_t^2)``.
-
-    Parameters
-    ----------
-    mu, phi, lam, tau : arrays (Bt,)
-        Stationary variance, persistence, ARCH share and noise scale.
-    proposal : {"optimal", "bootstrap"}
-    """
-
-    _names = ("mu", "phi", "lam", "tau")
-    dim = 4
-    state_dim = 2
-
-    def __init__(self, mu: Array, phi: Array, lam: Array, tau: Array, proposal: str = "optimal"):
-        check_choice(proposal, "proposal", ("optimal", "bootstrap"))
-        self._setup({"mu": mu, "phi": phi, "lam": lam, "tau": tau}, {"proposal": proposal})
-        self.adapted = proposal == "optimal"
-        P = self._params
-        P["alpha"] = P["mu"] * (1.0 - P["phi"])
-        P["beta"] = P["phi"] * P["lam"]
-        P["gamma"] = P["phi"] * (1.0 - P["lam"])
-        P["r"] = P["tau"] ** 2
-
-    def take_rows(self, idx: Array) -> "GARCHKernel":
-        xp = self.xp
-        return GARCHKernel(*(xp.take(self._params[k], idx, axis=0) for k in self._names), **self._options)
-
-    def _var(self, x_prev: Array) -> Array:
-        """``sigma_t^2`` from the previous state (shape ``x_prev.shape[:-1] + (1,)``)."""
-        nd = x_prev.ndim
-        xv = x_prev[..., :1]
-        return self.p("alpha", nd) + self.p("beta", nd) * xv * xv + self.p("gamma", nd) * x_prev[..., 1:]
-
-    def sample_initial(self, rng: Any, n: int) -> Array:
-        xp = self.xp
-        mu = self.p("mu", 3)
-        x0 = self._normal(rng, (self.batch, n, 1)) * xp.sqrt(mu)
-        return xp.concat([x0, xp.broadcast_to(mu, (self.batch, n, 1))], axis=-1)
-
-    def propagate(self, rng: Any, x_prev: Array, y_t: Array) -> Array:
-        xp = self.xp
-        nd = x_prev.ndim
-        s2 = self._var(x_prev)
-        eps = self._normal(rng, tuple(s2.shape))
-        if self.adapted:
-            r = self.p("r", nd)
-            tot = s2 + r
-            x = s2 * _y_like(y_t, nd) / tot + xp.sqrt(s2 * r / tot) * eps
-        else:
-            x = xp.sqrt(s2) * eps
-        return xp.concat([x, s2], axis=-1)
-
-    def ancestor_log_weight(self, x_prev: Array, y_t: Array) -> Array:
-        nd = x_prev.ndim
-        v = self._var(x_prev) + self.p("r", nd)
-        y = _y_like(y_t, nd)
-        return (-0.5 * (_LOG_2PI + self.xp.log(v)) - 0.5 * y * y / v)[..., 0]
-
-    def log_weight(self, x_prev: Array, x: Array, y_t: Array) -> Array:
-        nd = x.ndim
-        if self.adapted:
-            return self.xp.zeros(tuple(x.shape[:-1]), dtype=x.dtype, device=x.device)
-        r = self.p("r", nd)
-        e = _y_like(y_t, nd) - x[..., :1]
-        return (-0.5 * (_LOG_2PI + self.xp.log(r)) - 0.5 * e * e / r)[..., 0]
-
-    def log_joint(self, x_prev: Array, x: Array, y_t: Array) -> Array:
-        """``log p(y_t, x_t | x_{t-1}, sigma_{t-1}^2)`` (thesis Eq. 3.92), ``sigma_t^2`` recomputed."""
-        xp = self.xp
-        nd = max(x_prev.ndim, x.ndim)
-        s2 = self._var(x_prev)
-        xv = x[..., :1]
-        e = _y_like(y_t, nd) - xv
-        r = self.p("r", nd)
-        out = -_LOG_2PI - 0.5 * xp.log(s2) - 0.5 * xv * xv / s2 - 0.5 * xp.log(r) - 0.5 * e * e / r
-        return out[..., 0]
-
-    def score_terms(self, x_prev: Array, x: Array, y_t: Array) -> Array:
-        xp = self.xp
-        nd = max(x_prev.ndim, x.ndim)
-        mu, phi, lam, tau = (self.p(k, nd) for k in ("mu", "phi", "lam", "tau"))
-        s2 = self._var(x_prev)
-        xv = x[..., :1]
-        xp2 = x_prev[..., :1] * x_prev[..., :1]
-        sp = x_prev[..., 1:]
-        c = (xv * xv - s2) / (2.0 * s2 * s2)
-        g_mu = c * (1.0 - phi) * mu
-        g_phi = c * (lam * xp2 + (1.0 - lam) * sp - mu) * phi * (1.0 - phi)
-        g_lam = c * phi * (xp2 - sp) * lam * (1.0 - lam)
-        e = _y_like(y_t, nd) - xv
-        r = self.p("r", nd)
-        g_tau = (e * e - r) / (r * tau)
-        return _stack_terms(xp, (g_mu, g_phi, g_lam, g_tau))
-
-
 class GARCH(StateSpaceModel):
-    """GARCH(1,1) with observation noise over ``theta = (log mu, logit phi, logit lambda, tau)``.
+    """GARCH(1,1) over ``theta = (log mu, logit phi, logit lambda[, tau][, m])``.
 
     Parameters
     ----------
     y : array (T,) or (T, 1)
+    mean : bool, default False
+        Add the mean ``m`` of the observations as the last coordinate of ``theta``.
+    noise : bool, default True
+        Observation noise ``tau`` (the thesis's model, scored by particles). ``False`` gives the plain
+        GARCH(1,1), whose likelihood is exact.
+    score : {"exact", "partial"}
+        With noise: the particle estimate of the gradient of the log-likelihood (default), or the
+        thesis's partial derivative, which holds ``sigma_{t-1}^2`` fixed and is *not* that gradient
+        (it is kept to reproduce the thesis; a sampler driven by it targets another law).
     proposal : {"optimal", "bootstrap"}
         Particle proposal (default the fully adapted one, as in the thesis).
+    init_var : float, optional
+        Without noise: ``sigma_1^2`` as a fixed number; default the stationary variance ``mu``.
     prior_var : float
         Variance of the normal prior of ``log mu``.
     prior_shape, prior_rate : float
         Gamma prior of ``1 / tau^2``.
+    mean_prior_var : float
+        Variance of the normal prior of ``m``.
 
     Examples
     --------
@@ -174,44 +88,90 @@ class GARCH(StateSpaceModel):
     >>> x, y = GARCH.simulate_data(backends.default_rng(0), 100, theta)
     >>> model = GARCH(y)
     >>> [round(float(v), 3) for v in model.constrain(theta)]
-    [0.1, 0.8, 0.05, 0.3]
+    [0.1, 0.8, 0.05, 0.3, 0.0]
+    >>> plain = GARCH(y, noise=False, mean=True)            # the textbook model, exact likelihood
+    >>> plain.param_names
+    ('log_mu', 'logit_phi', 'logit_lambda', 'mean')
+    >>> plain.log_lik(GARCH.theta_from(0.1, 0.8, 0.05, mean=0.0)[None, :]).shape
+    (1,)
     """
-
-    param_names = ("log_mu", "logit_phi", "logit_lambda", "tau")
-    score_methods = ("particle",)
 
     def __init__(
         self,
         y: Any,
         *,
+        mean: bool = False,
+        noise: bool = True,
+        score: str = "exact",
         proposal: str = "optimal",
+        init_var: float | None = None,
         prior_var: float = 100.0,
         prior_shape: float = 1.0,
         prior_rate: float = 0.01,
+        mean_prior_var: float = 100.0,
     ):
-        super().__init__(y, dim=4, state_dim=2, obs_dim=1)
+        for name, v in (("mean", mean), ("noise", noise)):
+            if not isinstance(v, bool):
+                msg = f"`{name}` must be True or False; got {v!r}"
+                raise TypeError(msg)
+        dim = 3 + int(noise) + int(mean)
+        super().__init__(y, dim=dim, state_dim=6 if noise else 1, obs_dim=1)
+        self.has_mean, self.noise = mean, noise
+        self.score = check_choice(score, "score", SCORES)
         self.proposal = check_choice(proposal, "proposal", ("optimal", "bootstrap"))
+        if not noise and score != "exact":
+            msg = "`score`='partial' needs noise=True (without noise the likelihood and its gradient are exact)"
+            raise ValueError(msg)
+        self.init_var = None if init_var is None else check_positive(init_var, "init_var")
+        if init_var is not None and noise:
+            msg = "`init_var` applies to noise=False only (with noise x_0 ~ N(0, mu))"
+            raise ValueError(msg)
         self.prior_var = check_positive(prior_var, "prior_var")
         self.prior_shape = check_positive(prior_shape, "prior_shape")
         self.prior_rate = check_positive(prior_rate, "prior_rate")
+        self.mean_prior_var = check_positive(mean_prior_var, "mean_prior_var")
+        if noise:
+            self.state_dim = 6 if score == "exact" else 2
+        self.param_names = ("log_mu", "logit_phi", "logit_lambda") + ("tau",) * noise + ("mean",) * mean
+        self.score_methods = ("particle",) if noise else ("exact",)
 
     # -- parameters ---------------------------------------------------------------------------------
+    def _natural(self, theta: Array) -> tuple[Array, Array, Array, Array, Array]:
+        """``(mu, phi, lambda, tau, m)`` with the leading axes of ``theta``."""
+        xp = self.xp
+        mu, phi, lam = xp.exp(theta[..., 0]), _sigmoid(xp, theta[..., 1]), _sigmoid(xp, theta[..., 2])
+        zero = theta[..., 0] * 0.0
+        tau = theta[..., 3] if self.noise else zero
+        m = theta[..., -1] if self.has_mean else zero
+        return mu, phi, lam, tau, m
+
     def constrain(self, theta: Any) -> GARCHParams:
         theta = theta if is_array(theta) else self.xp.asarray(theta, dtype=self.dtype, device=self.device)
-        mu, phi, lam, tau = _natural(self.xp, theta)
-        return GARCHParams(mu * (1.0 - phi), phi * lam, phi * (1.0 - lam), tau)
+        mu, phi, lam, tau, m = self._natural(theta)
+        return GARCHParams(mu * (1.0 - phi), phi * lam, phi * (1.0 - lam), tau, m)
 
-    def unconstrain(self, params: GARCHParams) -> Array:
+    def unconstrain(self, params: Any) -> Array:
         xp = self.xp
-        a, b, g, tau = (xp.asarray(p, dtype=self.dtype, device=self.device) for p in params)
+        a, b, g = (xp.asarray(p, dtype=self.dtype, device=self.device) for p in tuple(params)[:3])
         phi = b + g
         mu = a / (1.0 - phi)
         lam = b / phi
-        return xp.stack([xp.log(mu), xp.log(phi / (1.0 - phi)), xp.log(lam / (1.0 - lam)), tau], axis=-1)
+        cols = [xp.log(mu), xp.log(phi / (1.0 - phi)), xp.log(lam / (1.0 - lam))]
+        if self.noise:
+            cols.append(xp.asarray(params[3], dtype=self.dtype, device=self.device))
+        if self.has_mean:
+            cols.append(xp.asarray(params[4], dtype=self.dtype, device=self.device))
+        return xp.stack(cols, axis=-1)
 
     @staticmethod
-    def theta_from(alpha: float, beta: float, gamma: float, tau: float, backend: str = "numpy") -> Array:
-        """``theta`` (4,) for natural parameters given as numbers (``beta + gamma < 1``)."""
+    def theta_from(
+        alpha: float, beta: float, gamma: float, tau: float | None = None, mean: float | None = None,
+        backend: str = "numpy",
+    ) -> Array:
+        """``theta`` for natural parameters given as numbers (``beta + gamma < 1``).
+
+        ``tau`` (noise) and ``mean`` are included when given, in the order of :class:`GARCH`'s ``theta``.
+        """
         from .. import backends
 
         phi = beta + gamma
@@ -220,93 +180,190 @@ class GARCH(StateSpaceModel):
             raise ValueError(msg)
         mu = alpha / (1.0 - phi)
         lam = beta / phi
-        vals = [math.log(mu), math.log(phi / (1.0 - phi)), math.log(lam / (1.0 - lam)), tau]
+        vals = [math.log(mu), math.log(phi / (1.0 - phi)), math.log(lam / (1.0 - lam))]
+        vals += [float(v) for v in (tau, mean) if v is not None]
         return backends.asarray(vals, backend=backend)
 
     def log_prior(self, theta: Array) -> Array:
         theta, single = self._theta(theta)
         xp = self.xp
-        a, b = self.prior_shape, self.prior_rate
-        lm, tau = theta[:, 0], theta[:, 3]
-        # log(u (1 - u)) for u = sigmoid(z) is -softplus(-z) - softplus(z).
-        def log_u1u(z):
+        lm = theta[:, 0]
+
+        def log_u1u(z):  # log(u (1 - u)) for u = sigmoid(z)
             return -(xp.logaddexp(0.0, z) + xp.logaddexp(0.0, -z))
 
-        out = (
-            -0.5 * lm * lm / self.prior_var
-            + log_u1u(theta[:, 1])
-            + log_u1u(theta[:, 2])
-            - (2.0 * a + 1.0) * xp.log(xp.abs(tau))
-            - b / (tau * tau)
-        )
+        out = -0.5 * lm * lm / self.prior_var + log_u1u(theta[:, 1]) + log_u1u(theta[:, 2])
+        if self.noise:
+            a, b = self.prior_shape, self.prior_rate
+            tau = theta[:, 3]
+            out = out - (2.0 * a + 1.0) * xp.log(xp.abs(tau)) - b / (tau * tau)
+        if self.has_mean:
+            out = out - 0.5 * theta[:, -1] ** 2 / self.mean_prior_var
         return out[0] if single else out
 
     def grad_log_prior(self, theta: Array) -> Array:
         theta, single = self._theta(theta)
         xp = self.xp
-        a, b = self.prior_shape, self.prior_rate
-        phi = _sigmoid(xp, theta[:, 1:3])
-        tau = theta[:, 3:]
-        out = xp.concat(
-            [-theta[:, :1] / self.prior_var, 1.0 - 2.0 * phi, -(2.0 * a + 1.0) / tau + 2.0 * b / (tau * tau * tau)],
-            axis=1,
-        )
+        parts = [-theta[:, :1] / self.prior_var, 1.0 - 2.0 * _sigmoid(xp, theta[:, 1:3])]
+        if self.noise:
+            a, b = self.prior_shape, self.prior_rate
+            tau = theta[:, 3:4]
+            parts.append(-(2.0 * a + 1.0) / tau + 2.0 * b / (tau * tau * tau))
+        if self.has_mean:
+            parts.append(-theta[:, -1:] / self.mean_prior_var)
+        out = xp.concat(parts, axis=1)
         return out[0] if single else out
 
-    # -- particles ----------------------------------------------------------------------------------
+    # -- with noise: particles ----------------------------------------------------------------------
     def particle_kernel(self, theta_batch: Array) -> GARCHKernel:
-        """The kernel (``proposal`` of the model) at each row of ``theta_batch`` (Bt, 4)."""
-        mu, phi, lam, tau = _natural(self.xp, theta_batch)
-        return GARCHKernel(mu, phi, lam, tau, proposal=self.proposal)
+        """The kernel (``proposal`` and ``score`` of the model) at each row of ``theta_batch`` (Bt, dim)."""
+        if not self.noise:
+            msg = "GARCH(noise=False) has an exact likelihood and no particle kernel; use method='exact'"
+            raise TypeError(msg)
+        mu, phi, lam, tau, m = self._natural(theta_batch)
+        return GARCHKernel(mu, phi, lam, tau, self.proposal, m=m, score=self.score, with_mean=self.has_mean)
+
+    # -- without noise: exact recursions ------------------------------------------------------------
+    def _recursion(self, theta: Array, y: Array, first: Array, mask: Array | None, weight: Array | None):
+        """Log-likelihood (b,) and weighted score (b, dim) of rows ``y`` (b, L) from their first step."""
+        xp = self.xp
+        mu, phi, lam, _, m = self._natural(theta)
+        alpha, beta, gamma = mu * (1.0 - phi), phi * lam, phi * (1.0 - lam)
+        b, L = y.shape
+        x = y - m[:, None]
+        zero = mu * 0.0
+        fixed = self.init_var is not None
+        s = xp.full_like(mu, self.init_var) if fixed else mu
+        f = xp.astype(first, mu.dtype)
+        D = [zero if fixed else f * mu, zero, zero, zero]  # d sigma^2 / d (log mu, logit phi, logit lambda, m)
+        ll, g = zero, [zero, zero, zero, zero]
+        for t in range(L):
+            xt = x[:, t]
+            if t > 0:
+                xq, xq2 = x[:, t - 1], x[:, t - 1] ** 2
+                D = [
+                    mu * (1.0 - phi) + gamma * D[0],
+                    phi * (1.0 - phi) * (lam * xq2 + (1.0 - lam) * s - mu) + gamma * D[1],
+                    phi * lam * (1.0 - lam) * (xq2 - s) + gamma * D[2],
+                    -2.0 * beta * xq + gamma * D[3],
+                ]
+                s = alpha + beta * xq2 + gamma * s
+            w = 1.0 if weight is None else weight[:, t]
+            c = (xt * xt - s) / (2.0 * s * s)
+            term = -0.5 * (_LOG_2PI + xp.log(s)) - 0.5 * xt * xt / s
+            if mask is not None:
+                w = xp.where(mask[:, t], w, zero)
+                term = xp.where(mask[:, t], term, zero)
+            ll = ll + term
+            g = [g[i] + w * c * D[i] for i in range(3)] + [g[3] + w * (c * D[3] + xt / s)]
+        cols = g[:3] + ([g[3]] if self.has_mean else [])
+        return ll, xp.stack(cols, axis=-1)
+
+    @property
+    def log_lik(self) -> Any:  # type: ignore[override]
+        """``log_lik(theta)``: exact log-likelihood ``(chains,)`` (``noise=False`` only)."""
+        return self._exact_log_lik if not self.noise else _absent(type(self).__name__, "log_lik")
+
+    @property
+    def grad_log_lik(self) -> Any:  # type: ignore[override]
+        """``grad_log_lik(theta)``: its exact gradient ``(chains, dim)`` (``noise=False`` only)."""
+        return self._exact_grad_log_lik if not self.noise else _absent(type(self).__name__, "grad_log_lik")
+
+    def _full(self, theta: Any) -> tuple[Array, Array]:
+        theta, _ = self._theta(theta)
+        xp = self.xp
+        c = theta.shape[0]
+        y = xp.broadcast_to(self.y[None, :, 0], (c, self.T))
+        return self._recursion(theta, y, xp.ones((c,), dtype=xp.bool, device=self.device), None, None)
+
+    def _exact_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
+        if idx is not None:
+            self._not_iid()
+        return self._full(theta)[0]
+
+    def _exact_grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
+        if idx is not None:
+            self._not_iid()
+        return self._full(theta)[1]
+
+    def log_lik_and_grad(self, theta: Array) -> tuple[Array, Array]:
+        if self.noise:
+            return _absent(type(self).__name__, "log_lik_and_grad")()
+        return self._full(theta)
+
+    def exact_window_score(self, theta: Array, windows: Any, y_windows: Array) -> Array:
+        """Weighted score over buffered windows by the exact recursion (``noise=False``), batched."""
+        if self.noise:
+            return _absent(type(self).__name__, "exact_window_score")()
+        xp = self.xp
+        c, M = windows.start.shape
+        b, L = c * M, windows.L
+        th = xp.reshape(xp.broadcast_to(theta[:, None, :], (c, M, self.dim)), (b, self.dim))
+        first = xp.reshape(windows.start == 0, (b,))
+        y = xp.reshape(y_windows, (b, L))
+        mask = xp.reshape(windows.mask, (b, L))
+        w = xp.astype(xp.reshape(windows.weight, (b, L)), th.dtype)
+        _, g = self._recursion(th, y, first, mask, w)
+        return xp.sum(xp.reshape(g, (c, M, self.dim)), axis=1)
 
     # -- simulation ---------------------------------------------------------------------------------
     def simulate(self, rng: Any, T: int, theta: Any) -> tuple[Array, Array]:
-        """Draw states ``(T, 2)`` (``x_t``, ``sigma_t^2``) and observations ``(T, 1)`` at ``theta`` (4,)."""
-        x, s2, y = self._simulate(rng, T, theta)
+        """Draw states ``(T, 2)`` (``x_t``, ``sigma_t^2``) and observations ``(T, 1)`` at ``theta`` (dim,)."""
+        from .. import backends
+
+        theta, _ = self._theta(theta)
+        vals = backends.to_numpy(self.xp.stack(self._natural(theta[0]))).tolist()
+        x, s2, y = _simulate(rng, T, *vals, first_var=self.init_var if not self.noise else None,
+                             start_at_first=not self.noise)
         xp = array_namespace(x)
         return xp.stack([x, s2], axis=1), y[:, None]
 
     @staticmethod
     def simulate_data(rng: Any, T: int, theta: Any) -> tuple[Array, Array]:
-        """Draw ``x`` and ``y``, each ``(T,)``, in ``rng``'s backend (``x_0 ~ N(0, mu)``, ``sigma_0^2 = mu``)."""
-        x, _, y = GARCH._simulate(rng, T, theta)
+        """Draw ``x`` and ``y``, each ``(T,)``, for a noisy model without a mean at ``theta`` (4,)."""
+        from .. import backends
+
+        vals = backends.to_numpy(theta).tolist() if is_array(theta) else [float(v) for v in theta]
+        if len(vals) != 4:
+            msg = f"`theta` must have 4 entries (log mu, logit phi, logit lambda, tau); got {len(vals)}"
+            raise ValueError(msg)
+        sig = lambda z: 1.0 / (1.0 + math.exp(-z))  # noqa: E731
+        x, _, y = _simulate(rng, T, math.exp(vals[0]), sig(vals[1]), sig(vals[2]), vals[3], 0.0)
         return x, y
 
-    @staticmethod
-    def _simulate(rng: Any, T: int, theta: Any) -> tuple[Array, Array, Array]:
-        from .. import backends
-        from ..backends import default_rng
 
-        rng = default_rng(rng) if not hasattr(rng, "normal") else rng
-        T = check_int(T, "T")
-        xp = rng.backend.xp
-        dt = xp.float64
-        vals = backends.to_numpy(theta).tolist() if is_array(theta) else [float(v) for v in theta]
-        mu = math.exp(vals[0])
-        phi = 1.0 / (1.0 + math.exp(-vals[1]))
-        lam = 1.0 / (1.0 + math.exp(-vals[2]))
-        tau = abs(vals[3])
-        alpha, beta, gamma = mu * (1.0 - phi), phi * lam, phi * (1.0 - lam)
-        e = backends.to_numpy(rng.normal((2 * T + 1,), dtype=dt)).tolist()
-        # The variance recursion is nonlinear: a loop over time on host numbers (the I/O edge of a
-        # simulator), then one conversion to the backend.
+def _simulate(rng, T, mu, phi, lam, tau, m, first_var=None, start_at_first=False):
+    """``x``, ``sigma^2`` and ``y`` (T,) each; ``x_0 ~ N(0, mu)``, ``sigma_0^2 = mu``, or ``sigma_1^2``
+    given (``first_var``, default ``mu``) when ``start_at_first``."""
+    from .. import backends
+    from ..backends import default_rng
+
+    rng = default_rng(rng) if not hasattr(rng, "normal") else rng
+    T = check_int(T, "T")
+    xp = rng.backend.xp
+    dt = xp.float64
+    tau = abs(tau)
+    alpha, beta, gamma = mu * (1.0 - phi), phi * lam, phi * (1.0 - lam)
+    e = backends.to_numpy(rng.normal((2 * T + 1,), dtype=dt)).tolist()
+    # The variance recursion is nonlinear: a loop over time on host numbers (the I/O edge of a
+    # simulator), then one conversion to the backend.
+    xs, ss, ys = [], [], []
+    if start_at_first:
+        s2 = mu if first_var is None else first_var
+        x_prev = None
+    else:
         x_prev, s_prev = math.sqrt(mu) * e[0], mu
-        xs, ss, ys = [], [], []
-        for t in range(T):
+    for t in range(T):
+        if x_prev is not None:
             s2 = alpha + beta * x_prev * x_prev + gamma * s_prev
-            x_t = math.sqrt(s2) * e[1 + t]
-            xs.append(x_t)
-            ss.append(s2)
-            ys.append(x_t + tau * e[1 + T + t])
-            x_prev, s_prev = x_t, s2
-        dev = rng.device
-        return (
-            xp.asarray(xs, dtype=dt, device=dev),
-            xp.asarray(ss, dtype=dt, device=dev),
-            xp.asarray(ys, dtype=dt, device=dev),
-        )
-
-
-def _natural(xp: Any, theta: Array) -> tuple[Array, Array, Array, Array]:
-    """``(mu, phi, lambda, tau)`` from ``theta = (log mu, logit phi, logit lambda, tau)``."""
-    return xp.exp(theta[..., 0]), _sigmoid(xp, theta[..., 1]), _sigmoid(xp, theta[..., 2]), theta[..., 3]
+        x_t = math.sqrt(s2) * e[1 + t]
+        xs.append(x_t)
+        ss.append(s2)
+        ys.append(m + x_t + tau * e[1 + T + t])
+        x_prev, s_prev = x_t, s2
+    dev = rng.device
+    return (
+        xp.asarray(xs, dtype=dt, device=dev),
+        xp.asarray(ss, dtype=dt, device=dev),
+        xp.asarray(ys, dtype=dt, device=dev),
+    )
