@@ -1,7 +1,9 @@
 """The compiled CPU paths (Numba) against their array-API twins, and 32 SGLD chains against blackjax, in one run.
 
 Every comparison alternates its contenders within each repetition (A, B, then B, A, ...) and reports
-medians, so machine noise falls on both alike. The natives are switched in process with
+medians of CPU time and of wall time, so machine noise falls on both alike. Everything runs on the
+cores of ``--cores`` (default: core 1, one thread for BLAS, Numba and XLA; checked before timing), and
+the tables go to ``docs/results/native_cpu.json``, which docs/performance.md renders. The natives are switched in process with
 ``sgmc.backends._numba.set_enabled``; the twins are the library's own array-API code.
 
 * ``glm``: the GLM minibatch gradient sum (logistic, N = 10^5, n = 1000 rows per chain, a fresh index
@@ -24,17 +26,22 @@ Usage (from the repository root; ``pip install "sgmc[cpu]" blackjax``)::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
+import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pinning import Clock, load, pin, verify  # noqa: E402
 
-import sgmc
-from sgmc.backends import _numba
-from sgmc.models import LogisticRegression
+if __name__ == "__main__":
+    CORES = pin()  # before NumPy, Numba and JAX start their threads
+
+import numpy as np  # noqa: E402
+
+import sgmc  # noqa: E402
+from sgmc.backends import _numba  # noqa: E402
+from sgmc.models import LogisticRegression  # noqa: E402
 
 N_DATA = 100_000
 BATCH = 1_000
@@ -48,17 +55,24 @@ def _data(dim: int, seed: int = 0):
     return X, y
 
 
+LOADS = []
+
+
 def _alternate(contenders: dict, reps: int) -> dict:
-    """Median seconds of each callable, alternating the order every repetition."""
+    """Median CPU seconds of each callable (and wall seconds under ``"wall"``), alternating the order."""
     names = list(contenders)
-    times = {k: [] for k in names}
+    times = {k: {"cpu": [], "wall": []} for k in names}
     for rep in range(reps):
+        LOADS.append(load())
         order = names if rep % 2 == 0 else names[::-1]
         for k in order:
-            t0 = time.perf_counter()
-            contenders[k]()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+            with Clock() as c:
+                contenders[k]()
+            times[k]["cpu"].append(c.cpu)
+            times[k]["wall"].append(c.wall)
+    out = {k: statistics.median(v["cpu"]) for k, v in times.items()}
+    out["wall"] = {k: statistics.median(v["wall"]) for k, v in times.items()}
+    return out
 
 
 def _with_native(on: bool, fn):
@@ -96,7 +110,8 @@ def bench_glm(reps: int) -> list:
         t = _alternate({"native": _with_native(True, work), "twin": _with_native(False, work)}, reps)
         us = {k: v / calls * 1e6 for k, v in t.items()}
         rows.append({"case": f"{'CV two-point' if two else 'gradient sum'}, d = {dim}, {chains} chain(s)",
-                     "native_us": us["native"], "twin_us": us["twin"], "twin/native": us["twin"] / us["native"]})
+                     "native_us": us["native"], "twin_us": us["twin"], "twin/native": us["twin"] / us["native"],
+                     "twin/native wall": t["wall"]["twin"] / t["wall"]["native"]})
     return rows
 
 
@@ -160,6 +175,7 @@ def bench_sgld32(reps: int, n_iter: int) -> dict:
     if bj is not None:
         contenders["blackjax"], compile_s = bj
     t = _alternate(contenders, reps)
+    t.pop("wall")
     rate = {k: chains * n_iter / v for k, v in t.items()}
     out = {"chain_iter_per_s": rate, "blackjax_compile_s": compile_s}
     if "blackjax" in rate:
@@ -168,14 +184,15 @@ def bench_sgld32(reps: int, n_iter: int) -> dict:
     return out
 
 
-def _gflops(threads_note: str) -> float:
+def _gflops() -> float:
+    """Float64 matrix-product speed on this process's cores (best of 5, CPU time)."""
     a = np.random.default_rng(0).standard_normal((2000, 2000))
     a @ a
     best = float("inf")
     for _ in range(5):
-        t0 = time.perf_counter()
-        a @ a
-        best = min(best, time.perf_counter() - t0)
+        with Clock() as c:
+            a @ a
+        best = min(best, c.cpu)
     return 2 * 2000**3 / best / 1e9
 
 
@@ -189,9 +206,10 @@ def bench_ksd(reps: int, n: int = 20_000, dim: int = 10) -> dict:
     t = _alternate({"native": _with_native(True, lambda: ksd(x, s)), "twin": _with_native(False, lambda: ksd(x, s))}, reps)
     pairs = n * (n + 1) / 2
     flops = pairs * (8 * dim + 13 + 2)
-    peak = _gflops("")
+    peak = _gflops()
     bound = flops / (peak * 1e9)
     return {"native_s": t["native"], "twin_s": t["twin"], "twin/native": t["twin"] / t["native"],
+            "twin/native wall": t["wall"]["twin"] / t["wall"]["native"], "n": n, "d": dim,
             "matmul_gflops": peak, "bound_s": bound, "native/bound": t["native"] / bound}
 
 
@@ -216,7 +234,8 @@ def bench_resample(reps: int) -> list:
 
         t = _alternate({"native": _with_native(True, work), "twin": _with_native(False, work)}, reps)
         rows.append({"scheme": scheme, "native_us": t["native"] / 20 * 1e6, "twin_us": t["twin"] / 20 * 1e6,
-                     "twin/native": t["twin"] / t["native"]})
+                     "twin/native": t["twin"] / t["native"],
+                     "twin/native wall": t["wall"]["twin"] / t["wall"]["native"]})
     return rows
 
 
@@ -226,37 +245,56 @@ def main(argv=None) -> int:
                         choices=["glm", "sgld32", "ksd", "resample"])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--iters", type=int, default=500, help="iterations of the sgld32 runs")
+    parser.add_argument("--cores", default="1", help="the cores every contender runs on (default: core 1)")
+    parser.add_argument("--results", default="native_cpu",
+                        help="results file docs/results/NAME.json (default native_cpu; 'none' writes nothing)")
     args = parser.parse_args(argv)
     if not _numba.available():
         print("Numba is not installed (pip install 'sgmc[cpu]') or SGMC_NATIVE=0: nothing to compare")
         return 1
-    out = {"machine": platform.platform(), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
+    out = {"threads": verify(CORES)}
+    rows = []  # path, native CPU, twin CPU, unit, twin / native CPU, twin / native wall
     if "glm" in args.what:
         out["glm"] = bench_glm(args.reps)
-        print("\n| GLM kernel | native us | twin us | twin / native |\n|---|---|---|---|")
-        for r in out["glm"]:
-            print(f"| {r['case']} | {r['native_us']:.1f} | {r['twin_us']:.1f} | {r['twin/native']:.2f} |")
+        rows += [[f"GLM {r['case']}", r["native_us"], r["twin_us"], "us", r["twin/native"], r["twin/native wall"]]
+                 for r in out["glm"]]
+    tables = {}
     if "sgld32" in args.what:
         out["sgld32"] = res = bench_sgld32(args.reps, args.iters)
-        print("\n| SGLD, 32 chains, d = 100 | chain-iterations / s |\n|---|---|")
-        for k, v in res["chain_iter_per_s"].items():
-            print(f"| {k} | {v:.0f} |")
-        for k in ("sgmc native / blackjax", "sgmc twin / blackjax"):
-            if k in res:
-                print(f"{k}: {res[k]:.2f}")
+        tables["sgld32"] = {"columns": ["SGLD, 32 chains, d = 100", "chain-iterations per CPU second"],
+                            "rows": [[k, v] for k, v in res["chain_iter_per_s"].items()],
+                            "formats": [None, ".0f"]}
         if res["blackjax_compile_s"] is not None:
-            print(f"blackjax compile (apart): {res['blackjax_compile_s']:.1f} s")
+            tables["sgld32"]["notes"] = f"blackjax's compile time ({res['blackjax_compile_s']:.1f} s) is left out."
     if "ksd" in args.what:
         out["ksd"] = k = bench_ksd(args.reps)
-        print(f"\nKSD n = 20000, d = 10: native {k['native_s']:.3f} s, twin {k['twin_s']:.3f} s "
-              f"(twin / native {k['twin/native']:.2f}); matrix product {k['matmul_gflops']:.0f} GFLOP/s, "
-              f"bound {k['bound_s']:.3f} s, native / bound {k['native/bound']:.2f}")
+        rows.append([f"KSD, n = {k['n']}, d = {k['d']}, joint", k["native_s"], k["twin_s"], "s",
+                     k["twin/native"], k["twin/native wall"]])
+        tables["ksd_bound"] = {
+            "columns": ["n", "d", "compiled path, CPU s", "NumPy path, CPU s", "matrix product, GFLOP/s",
+                        "arithmetic bound, s", "compiled / bound"],
+            "rows": [[k["n"], k["d"], k["native_s"], k["twin_s"], k["matmul_gflops"], k["bound_s"],
+                      k["native/bound"]]],
+            "formats": [None, None, ".3f", ".3f", ".1f", ".3f", ".2f"]}
     if "resample" in args.what:
         out["resample"] = bench_resample(args.reps)
-        print("\n| resampling (100 x 1000) | native us | twin us | twin / native |\n|---|---|---|---|")
-        for r in out["resample"]:
-            print(f"| {r['scheme']} | {r['native_us']:.0f} | {r['twin_us']:.0f} | {r['twin/native']:.2f} |")
-    print("\n" + json.dumps(out, default=float))
+        rows += [[f"{r['scheme']} resampling, 100 x 1000", r["native_us"], r["twin_us"], "us",
+                  r["twin/native"], r["twin/native wall"]] for r in out["resample"]]
+    if rows:
+        tables["natives"] = {"columns": ["path", "compiled (CPU)", "twin (CPU)", "unit", "twin / compiled (CPU)",
+                                         "twin / compiled (wall)"],
+                             "rows": rows, "formats": [None, ".3g", ".3g", None, ".2f", ".2f"]}
+    for name, t in tables.items():
+        print(f"\n{name}\n| " + " | ".join(t["columns"]) + " |")
+        for r in t["rows"]:
+            print("| " + " | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in r) + " |")
+    print(f"load average during the rounds: {min(LOADS):.1f}-{max(LOADS):.1f}")
+    if args.results != "none":
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from docs._results import write_results
+
+        out["settings"] = {"reps": args.reps, "iters": args.iters, "cores": sorted(CORES), "loads": LOADS}
+        print("wrote", write_results(args.results, tables, extra=out))
     return 0
 
 

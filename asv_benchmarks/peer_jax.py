@@ -21,9 +21,15 @@ run whenever this process asks, so the rounds stay interleaved. Make that enviro
 and pass ``--sgmcmcjax-python /tmp/venv-sgmcmcjax/bin/python`` (or set ``SGMCMCJAX_PYTHON``). The other
 peers come from the ``bench`` extra (``pip install -e .[bench]``).
 
-Within each repetition the implementations run one after another, in an order that turns every round,
-and the medians are reported as microseconds per chain-iteration and as ratios sgmc / peer (a Markdown
-table, and JSON with ``--json``). ``--compare-with MODULE`` adds another importable copy of sgmc (an
+Every contender runs on the same cores (``--cores``, default core 1): the process pins itself with
+``os.sched_setaffinity`` before NumPy or JAX start a thread, sets every library's one-thread switch
+(``XLA_FLAGS``, ``OMP_NUM_THREADS``, ...), starts the SGMCMCJax child under ``taskset``, and before the
+timed rounds checks that no thread of either process may run elsewhere (``_pinning.verify``: JAX
+starts thread pools whatever its flags say, so the pinning is what holds it to the cores). Within each
+repetition the implementations run one after another, in an order that turns every round; the medians
+of CPU time (``time.process_time``) and wall time are reported as microseconds per chain-iteration and
+as ratios sgmc / peer, with the load average of each round, and written to
+``docs/results/peer_jax.json`` (``--results``), which docs/performance.md renders. ``--compare-with MODULE`` adds another importable copy of sgmc (an
 older commit's package, renamed) to the rotation.
 
 ``--what floor`` times sgmc alone: the default minibatch draw (without replacement) against the draw
@@ -39,20 +45,26 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-import numpy as np
-
-# The same workload as peer_sgld.py (sizes, prior, step, data), imported from beside this script.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_sgld import BATCH, N_DATA, PRIOR_VAR, STEP_SIZE, make_data  # noqa: E402
+from _pinning import Clock, child_command, load, pin, verify  # noqa: E402
+
+CORES = pin()  # before NumPy and JAX start their threads
+
+import numpy as np  # noqa: E402
+
+WORKER = len(sys.argv) > 1 and sys.argv[1] == "--worker"
+if WORKER:  # SGMCMCJax's environment has no sgmc: the workload's constants come on the command line
+    BATCH, PRIOR_VAR, STEP_SIZE = int(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
+else:
+    # The same workload as peer_sgld.py (sizes, prior, step, data), imported from beside this script.
+    from peer_sgld import BATCH, N_DATA, PRIOR_VAR, STEP_SIZE, make_data  # noqa: E402
 
 
 def mode(X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -221,11 +233,11 @@ def sgmcmcjax_worker() -> int:
             continue
         method, chains, n_iter, seed = parts[1], int(parts[2]), int(parts[3]), int(parts[4])
         fn = get(method, chains, n_iter)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         k0, k1 = jax.random.split(jax.random.PRNGKey(seed))
         theta0 = jax.random.normal(k0, (chains, X.shape[1]), dtype=jnp.float64)
         fn(jax.random.split(k1, chains), theta0).block_until_ready()
-        print(f"{time.perf_counter() - t0!r}", flush=True)
+        print(f"{time.perf_counter() - t0!r} {time.process_time() - c0!r}", flush=True)
     return 0
 
 
@@ -236,19 +248,26 @@ class SGMCMCJaxClient:
             p = os.path.join(tmp, f"{name}.npy")
             np.save(p, a)
             paths.append(p)
-        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        env = dict(os.environ, JAX_PLATFORMS="cpu")  # the one-thread switches and cores, inherited
         env.pop("PYTHONPATH", None)
-        self.proc = subprocess.Popen([python, os.path.abspath(__file__), "--worker", *paths],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        cmd = [python, os.path.abspath(__file__), "--worker", *paths, str(BATCH), repr(PRIOR_VAR), repr(STEP_SIZE)]
+        self.proc = subprocess.Popen(child_command(cmd, CORES), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env)
 
-    def time(self, method, chains, n_iter, seed) -> float:
+    def verify(self) -> dict:
+        """The child's threads, checked from here (its environment may lack threadpoolctl)."""
+        return verify(CORES, pid=str(self.proc.pid))
+
+    def time(self, method, chains, n_iter, seed) -> tuple[float, float]:
+        """(wall, CPU) seconds of one run in the child."""
         self.proc.stdin.write(f"run {method} {chains} {n_iter} {seed}\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
             msg = "the SGMCMCJax child process ended; run it by hand to see why"
             raise RuntimeError(msg)
-        return float(line)
+        wall, cpu = line.split()
+        return float(wall), float(cpu)
 
     def close(self):
         self.proc.stdin.close()
@@ -256,34 +275,46 @@ class SGMCMCJaxClient:
 
 
 # -- the measurement -----------------------------------------------------------------------------------
-def _rounds(impls, reps, clock):
-    """impls: name -> callable(seed) returning seconds; interleaved, the order turning each round."""
+def _rounds(impls, reps):
+    """impls: name -> callable(seed) returning (wall, cpu) seconds; interleaved, the order turning each round.
+
+    Returns ``{name: {"wall": [...], "cpu": [...]}}`` and the load average before each round.
+    """
     names = list(impls)
-    times = {k: [] for k in names}
+    times = {k: {"wall": [], "cpu": []} for k in names}
+    loads = []
     for rep in range(reps):
+        loads.append(load())
         shift = rep % len(names)
         order = names[shift:] + names[:shift]
         if rep % 2:
             order = order[::-1]
         for k in order:
-            times[k].append(impls[k](rep + 1))
-    return times
+            wall, cpu = impls[k](rep + 1)
+            times[k]["wall"].append(wall)
+            times[k]["cpu"].append(cpu)
+    return times, loads
 
 
-def _timed(fn, clock):
+def _timed(fn):
     def t(seed):
-        t0 = clock()
-        fn(seed)
-        return clock() - t0
+        with Clock() as c:
+            fn(seed)
+        return c.wall, c.cpu
 
     return t
 
 
-def peers(args, clock) -> list[dict]:
+def _per(times, n):
+    """Medians in microseconds per chain-iteration, for each clock."""
+    return {k: {clk: statistics.median(v[clk]) / n * 1e6 for clk in ("wall", "cpu")} for k, v in times.items()}
+
+
+def peers(args) -> tuple[list[dict], list[dict]]:
     import sgmc
 
     other = importlib.import_module(args.compare_with) if args.compare_with else None
-    rows = []
+    rows, checks = [], []
     tmp = tempfile.mkdtemp(prefix="sgmc-peer-")
     for dim in args.dims:
         X, y = make_data(N_DATA, dim)
@@ -297,11 +328,11 @@ def peers(args, clock) -> list[dict]:
                 impls, compile_s = {}, {}
                 run = sgmc_runner(sgmc, X, y, centre, method, chains)
                 run(20, 0)
-                impls["sgmc"] = _timed(lambda s, run=run: run(n_iter, s), clock)
+                impls["sgmc"] = _timed(lambda s, run=run: run(n_iter, s))
                 if other is not None:
                     orun = sgmc_runner(other, X, y, centre, method, chains)
                     orun(20, 0)
-                    impls["sgmc-before"] = _timed(lambda s, orun=orun: orun(n_iter, s), clock)
+                    impls["sgmc-before"] = _timed(lambda s, orun=orun: orun(n_iter, s))
                 if "blackjax" in args.peers:
                     bj = blackjax_runner(X, y, centre, method, chains, n_iter)
                     t0 = time.perf_counter()
@@ -310,30 +341,32 @@ def peers(args, clock) -> list[dict]:
                     t0 = time.perf_counter()
                     bj(0)
                     compile_s["blackjax"] = first - (time.perf_counter() - t0)
-                    impls["blackjax"] = _timed(bj, clock)
+                    impls["blackjax"] = _timed(bj)
                 if sj is not None:
-                    first = sj.time(method, chains, n_iter, 0)
-                    compile_s["sgmcmcjax"] = first - sj.time(method, chains, n_iter, 0)
+                    first = sj.time(method, chains, n_iter, 0)[0]
+                    compile_s["sgmcmcjax"] = first - sj.time(method, chains, n_iter, 0)[0]
                     impls["sgmcmcjax"] = lambda s, m=method, c=chains: sj.time(m, c, n_iter, s)
                 if "posteriors" in args.peers and method == "sgld":
                     pr = posteriors_runner(X, y, chains)
                     pr(20, 0)
-                    impls["posteriors"] = _timed(lambda s, pr=pr: pr(n_iter, s), clock)
-                times = _rounds(impls, args.reps, clock)
-                per = {k: statistics.median(v) / (n_iter * chains) * 1e6 for k, v in times.items()}
+                    impls["posteriors"] = _timed(lambda s, pr=pr: pr(n_iter, s))
+                # every contender is set up (JAX's and torch's pools exist): check where their threads run
+                checks.append({"row": f"{method} d={dim} chains={chains}", "this process": verify(CORES),
+                               **({"sgmcmcjax": sj.verify()} if sj is not None else {})})
+                times, loads = _rounds(impls, args.reps)
+                per = _per(times, n_iter * chains)
                 row = {"method": method, "dim": dim, "chains": chains, "us_per_chain_iter": per,
-                       "ratio": {k: per["sgmc"] / v for k, v in per.items() if k != "sgmc"},
-                       "compile_s": compile_s, "all_s": times}
+                       "compile_s": compile_s, "all_s": times, "load": loads}
                 rows.append(row)
                 print(f"{method:7s} d={dim:<4d} chains={chains:<3d} "
-                      + "  ".join(f"{k} {v:7.2f}" for k, v in per.items())
-                      + "  (us/chain-iter)", flush=True)
+                      + "  ".join(f"{k} {v['cpu']:7.2f}" for k, v in per.items())
+                      + f"  (CPU us/chain-iter; load {statistics.median(loads):.1f})", flush=True)
         if sj is not None:
             sj.close()
-    return rows
+    return rows, checks
 
 
-def floor(args, clock) -> list[dict]:
+def floor(args) -> list[dict]:
     """sgmc alone: without/with replacement, and SGLD-CV/SGLD, one chain group."""
     import sgmc
 
@@ -353,52 +386,73 @@ def floor(args, clock) -> list[dict]:
                 runs["before_sgldcv_with"] = sgmc_runner(other, X, y, centre, "sgldcv", chains)
             for r in runs.values():
                 r(20, 0)
-            impls = {k: _timed(lambda s, r=r: r(args.iters, s), clock) for k, r in runs.items()}
-            times = _rounds(impls, args.reps, clock)
-            per = {k: statistics.median(v) / (args.iters * chains) * 1e6 for k, v in times.items()}
-            row = {"dim": dim, "chains": chains, "us_per_chain_iter": per,
-                   "without_over_with": per["sgld_without"] / per["sgld_with"],
-                   "cv_over_sgld": per["sgldcv_with"] / per["sgld_with"]}
+            impls = {k: _timed(lambda s, r=r: r(args.iters, s)) for k, r in runs.items()}
+            times, loads = _rounds(impls, args.reps)
+            per = _per(times, args.iters * chains)
+            cpu = {k: v["cpu"] for k, v in per.items()}
+            row = {"dim": dim, "chains": chains, "us_per_chain_iter": per, "load": loads,
+                   "without_over_with": cpu["sgld_without"] / cpu["sgld_with"],
+                   "cv_over_sgld": cpu["sgldcv_with"] / cpu["sgld_with"]}
             if args.compare_with:
-                row["before_cv_over_sgld"] = per["before_sgldcv_with"] / per["before_sgld_with"]
+                row["before_cv_over_sgld"] = cpu["before_sgldcv_with"] / cpu["before_sgld_with"]
             rows.append(row)
-            print(f"d={dim:<4d} chains={chains:<3d} " + "  ".join(f"{k} {v:7.2f}" for k, v in per.items())
+            print(f"d={dim:<4d} chains={chains:<3d} " + "  ".join(f"{k} {v:7.2f}" for k, v in cpu.items())
                   + f"  without/with {row['without_over_with']:.2f}  CV/SGLD {row['cv_over_sgld']:.2f}",
                   flush=True)
-    extra = " SGLD-CV / SGLD before |" if args.compare_with else ""
-    print("\n| d | chains | SGLD with repl. us | without repl. / with | SGLD-CV / SGLD |" + extra)
-    print("|---|---|---|---|---|" + ("---|" if extra else ""))
-    for r in rows:
-        cell = f" {r['before_cv_over_sgld']:.2f} |" if extra else ""
-        print(f"| {r['dim']} | {r['chains']} | {r['us_per_chain_iter']['sgld_with']:.1f} | "
-              f"{r['without_over_with']:.2f} | {r['cv_over_sgld']:.2f} |" + cell)
     return rows
 
 
-def table(rows) -> None:
+PEER_NAMES = {"sgmc-before": "before", "blackjax": "blackjax", "sgmcmcjax": "SGMCMCJax",
+              "posteriors": "posteriors"}
+
+
+def peers_tables(rows) -> dict:
     names = []
     for r in rows:
         for k in r["us_per_chain_iter"]:
             if k not in names:
                 names.append(k)
-    peers_ = [k for k in names if k != "sgmc"]
-    print("\n| method | d | chains | " + " | ".join(f"{k} us" for k in names) + " | "
-          + " | ".join(f"sgmc / {k}" for k in peers_) + " |")
-    print("|" + "---|" * (3 + len(names) + len(peers_)))
+    others = [k for k in names if k != "sgmc"]
+    cols = ["method", "d", "chains"] + [f"{PEER_NAMES.get(k, k)} CPU us" for k in names]
+    cols += [f"sgmc / {PEER_NAMES.get(k, k)} (CPU)" for k in others]
+    cols += [f"sgmc / {PEER_NAMES.get(k, k)} (wall)" for k in others] + ["load"]
+    out = []
     for r in rows:
-        per, rat = r["us_per_chain_iter"], r["ratio"]
-        cells = [f"{per[k]:.1f}" if k in per else "-" for k in names]
-        cells += [f"{rat[k]:.2f}" if k in rat else "-" for k in peers_]
-        print(f"| {r['method']} | {r['dim']} | {r['chains']} | " + " | ".join(cells) + " |")
-    comp = [(r["method"], r["dim"], r["chains"], k, v) for r in rows for k, v in r["compile_s"].items()]
-    if comp:
-        print("\nCompile time (s, first call minus a steady call; not in the figures above):")
-        for m, d, c, k, v in comp:
-            print(f"  {m} d={d} chains={c} {k}: {v:.2f}")
+        per = r["us_per_chain_iter"]
+        cells = [{"sgld": "SGLD", "sgldcv": "SGLD-CV"}[r["method"]], r["dim"], r["chains"]]
+        cells += [per[k]["cpu"] if k in per else None for k in names]
+        for clk in ("cpu", "wall"):
+            cells += [per["sgmc"][clk] / per[k][clk] if k in per else None for k in others]
+        cells.append(f"{min(r['load']):.1f}-{max(r['load']):.1f}")
+        out.append(cells)
+    formats = [None] * 3 + [".1f"] * len(names) + [".2f"] * (2 * len(others)) + [None]
+    return {"peers": {"columns": cols, "rows": out, "formats": formats}}
+
+
+def floor_tables(rows) -> dict:
+    cols = ["d", "chains", "SGLD with replacement, CPU us", "without / with replacement", "SGLD-CV / SGLD"]
+    out = [[r["dim"], r["chains"], r["us_per_chain_iter"]["sgld_with"]["cpu"], r["without_over_with"],
+            r["cv_over_sgld"]] for r in rows]
+    if rows and "before_cv_over_sgld" in rows[0]:
+        cols.append("before: SGLD-CV / SGLD")
+        for o, r in zip(out, rows):
+            o.append(r["before_cv_over_sgld"])
+    cols.append("load")
+    for o, r in zip(out, rows):
+        o.append(f"{min(r['load']):.1f}-{max(r['load']):.1f}")
+    return {"floor": {"columns": cols, "rows": out,
+                      "formats": [None, None, ".1f"] + [".2f"] * (len(cols) - 4) + [None]}}
+
+
+def print_table(table) -> None:
+    print("\n| " + " | ".join(table["columns"]) + " |")
+    print("|" + "---|" * len(table["columns"]))
+    for row in table["rows"]:
+        print("| " + " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row) + " |")
 
 
 def main(argv=None) -> int:
-    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+    if WORKER:
         return sgmcmcjax_worker()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--what", choices=("peers", "floor"), default="peers")
@@ -411,28 +465,41 @@ def main(argv=None) -> int:
                     help="in-process peers (blackjax, posteriors); SGMCMCJax joins with --sgmcmcjax-python")
     ap.add_argument("--sgmcmcjax-python", default=os.environ.get("SGMCMCJAX_PYTHON"),
                     help="python of a venv with sgmcmcjax==0.2.13, jax==0.4.30 (or SGMCMCJAX_PYTHON)")
-    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    ap.add_argument("--cores", default="1", help="the cores every contender runs on (default: core 1)")
     ap.add_argument("--compare-with", metavar="MODULE",
                     help="also time another importable copy of sgmc (e.g. an older commit's package "
                          "renamed to sgmc_old on PYTHONPATH)")
-    ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--results", help="name of the results file docs/results/NAME.json "
+                                      "(default peer_jax or peer_jax_floor; 'none' writes nothing)")
     args = ap.parse_args(argv)
-    clock = time.perf_counter if args.clock == "wall" else time.process_time
     import sgmc
 
-    print(f"# sgmc {sgmc.__version__}, numpy {np.__version__}, python {platform.python_version()}, "
-          f"{platform.machine()}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"# logistic regression N={N_DATA}, n={BATCH} drawn with replacement, h={STEP_SIZE}, float64, "
-          f"{args.iters} iterations, {args.reps} interleaved rounds, medians of {args.clock}-clock time")
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from docs._results import write_results
+
+    print(f"# sgmc {sgmc.__version__}, numpy {np.__version__}, cores {sorted(CORES)} for every contender; "
+          f"logistic regression N={N_DATA}, n={BATCH} drawn with replacement, h={STEP_SIZE}, float64, "
+          f"{args.iters} iterations, {args.reps} interleaved rounds, medians")
+    settings = {"iters": args.iters, "reps": args.reps, "N": N_DATA, "n": BATCH, "step_size": STEP_SIZE,
+                "cores": sorted(CORES), "compare_with": args.compare_with}
     if args.what == "floor":
-        rows = floor(args, clock)
+        rows = floor(args)
+        tables, extra = floor_tables(rows), {"settings": settings, "rows": rows,
+                                             "threads": verify(CORES)}
+        name = args.results or "peer_jax_floor"
     else:
-        rows = peers(args, clock)
-        table(rows)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"what": args.what, "rows": rows, "iters": args.iters, "reps": args.reps,
-                       "clock": args.clock, "compare_with": args.compare_with}, fh, indent=1)
+        rows, checks = peers(args)
+        tables, extra = peers_tables(rows), {"settings": settings, "rows": rows, "threads": checks}
+        name = args.results or "peer_jax"
+    print_table(next(iter(tables.values())))
+    if name != "none":
+        if args.sgmcmcjax_python:
+            out = subprocess.run([args.sgmcmcjax_python, "-c", "import importlib.metadata as m; "
+                                  "print(m.version('sgmcmcjax'), m.version('jax'))"],
+                                 capture_output=True, text=True)
+            extra["sgmcmcjax_env"] = out.stdout.strip()
+        path = write_results(name, tables, extra=extra)
+        print(f"wrote {path}")
     return 0
 
 

@@ -3,8 +3,8 @@
 In one run on the same inputs (n points in d = 10 dimensions, float64, identity preconditioner,
 c = 1, beta = -1/2), this script
 
-1. measures the machine's float64 matrix-product speed (NumPy/OpenBLAS, 2 threads, a large square
-   product) and, to explain the result, the speed of the skinny products and the elementwise passes the
+1. measures the machine's float64 matrix-product speed (NumPy/OpenBLAS, one thread on the pinned core,
+   a large square product) and, to explain the result, the speed of the skinny products and the elementwise passes the
    KSD actually runs;
 2. states the flops per evaluated pair of :func:`sgmc.diagnostics.ksd`, counted from its code, and the
    lower bound  pairs * flops_per_pair / (matmul flop/s);
@@ -13,6 +13,11 @@ c = 1, beta = -1/2), this script
    over rows in Python with O(n d) memory, so it runs at n = 20000), together with sgmc's
    ``cumulative_ksd``, its exact counterpart, and checks that the values agree;
 4. measures the peak memory of ``ksd`` at n = 100000 in a fresh subprocess.
+
+Every contender runs on the cores of ``--cores`` (default: core 1) with one BLAS and one Numba thread
+(checked before timing); times are CPU time (wall time beside it), best of ``--reps``. The tables go
+to ``docs/results/peer_ksd.json``, which docs/diagnostics.md renders. With Numba installed, ``ksd`` is
+timed with its compiled pair sums and with the NumPy path (``sgmc.backends._numba.set_enabled``).
 
 Flop count per evaluated pair (joint kind, isotropic preconditioner, beta = -1/2), from
 ``sgmc/diagnostics/_stein.py``: the product giving B = c^2 + |x - y|^2_A has inner dimension d + 2
@@ -25,7 +30,7 @@ rows meets the columns from its own first row on, sum_blocks b (n - i0) ~ n (n +
 Usage (from the repository root)::
 
     python asv_benchmarks/peer_ksd.py                 # n = 20000, peer at n = 20000, memory at 100000
-    python asv_benchmarks/peer_ksd.py --n 5000 --peer-n 5000 --mem-n 20000 --threads 1
+    python asv_benchmarks/peer_ksd.py --n 5000 --peer-n 5000 --mem-n 20000 --results none
 """
 
 from __future__ import annotations
@@ -33,24 +38,14 @@ from __future__ import annotations
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pinning import Clock, child_command, pin, verify  # noqa: E402
 
-def _threads_from_argv(argv: list[str]) -> str:
-    """``--threads N`` must take effect before NumPy loads its BLAS, so it is read here."""
-    for i, a in enumerate(argv):
-        if a == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--threads="):
-            return a.split("=", 1)[1]
-    return "2"
-
-
-_THREADS = _threads_from_argv(sys.argv[1:])
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = _THREADS
+if __name__ == "__main__":
+    CORES = pin()  # before NumPy and Numba start their threads: one core, one thread, for every contender
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
@@ -66,13 +61,14 @@ def sample(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return x, s
 
 
-def best_time(fn, reps: int) -> float:
-    best = float("inf")
+def best_time(fn, reps: int, both: bool = False):
+    """Best CPU seconds of ``reps`` calls (with ``both``: and the best wall seconds)."""
+    cpu = wall = float("inf")
     for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+        with Clock() as c:
+            fn()
+        cpu, wall = min(cpu, c.cpu), min(wall, c.wall)
+    return (cpu, wall) if both else cpu
 
 
 def matmul_gflops(size: int = 3000, reps: int = 5) -> float:
@@ -83,7 +79,7 @@ def matmul_gflops(size: int = 3000, reps: int = 5) -> float:
 
 
 def kernel_op_rates(d: int, block: int, chunk: int, reps: int = 20) -> dict:
-    """ns per tile element of the operations one tile of the joint kernel runs (2 BLAS threads)."""
+    """ns per tile element of the operations one tile of the joint kernel runs."""
     rng = np.random.default_rng(2)
     fb = rng.standard_normal((block, d + 2))
     gb = rng.standard_normal((chunk, d + 2))
@@ -140,6 +136,9 @@ def hwm_mib():
 
 
 n, d, kind = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+if sys.argv[4] == "0":
+    from sgmc.backends import _numba
+    _numba.set_enabled(False)
 rng = np.random.default_rng(0)
 x = rng.standard_normal((n, d))
 s = -x
@@ -157,11 +156,23 @@ print(json.dumps({"n": n, "d": d, "kind": kind, "value": v, "seconds": t,
 """
 
 
-def memory_run(n: int, d: int, kind: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-c", _MEM_CHILD, str(n), str(d), kind], capture_output=True, text=True, check=True
-    )
+def memory_run(n: int, d: int, kind: str, native: bool) -> dict:
+    cmd = child_command([sys.executable, "-c", _MEM_CHILD, str(n), str(d), kind, str(int(native))], CORES)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _native(on: bool, fn):
+    def run():
+        from sgmc.backends import _numba
+
+        old = _numba.set_enabled(on)
+        try:
+            return fn()
+        finally:
+            _numba.set_enabled(old)
+
+    return run
 
 
 def main(argv=None) -> int:
@@ -171,75 +182,71 @@ def main(argv=None) -> int:
     ap.add_argument("--peer-n", type=int, default=20000, help="n for the stein-thinning comparison")
     ap.add_argument("--mem-n", type=int, default=100000, help="n for the peak-memory run (0 skips it)")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--threads", default="2", help="BLAS threads (NumPy's elementwise passes use one)")
-    ap.add_argument("--json", default=None, help="also write the figures to this file")
+    ap.add_argument("--cores", default="1", help="the cores every contender runs on (default: core 1)")
+    ap.add_argument("--results", default="peer_ksd",
+                    help="results file docs/results/NAME.json (default peer_ksd; 'none' writes nothing)")
     args = ap.parse_args(argv)
+    from sgmc.backends import _numba
 
+    paths = {"compiled": True, "NumPy": False} if _numba.available() else {"NumPy": False}
     n, d = args.n, args.d
     block = _stein.check_block(None, n)
     chunk = _stein._chunk(block)
     load = os.getloadavg()
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}, "
-          f"BLAS threads {_THREADS}, load average before the run {load[0]:.2f}")
+    print(f"# cores {sorted(CORES)}, numpy {np.__version__}, paths {list(paths)}, load average {load[0]:.2f}")
     gf = matmul_gflops()
-    print(f"float64 matmul (3000 x 3000 @ 3000 x 3000, {_THREADS} BLAS threads): {gf:.1f} GFLOP/s")
+    print(f"float64 matmul (3000 x 3000 @ 3000 x 3000, one thread): {gf:.1f} GFLOP/s (CPU time)")
     rates = kernel_op_rates(d, block, chunk)
-    print(f"one {block} x {chunk} tile of the joint kernel, ns per pair (each operation alone, repeated):")
-    for name, v in rates.items():
-        print(f"    {name:<22} {v:7.3f}")
-    gemm_ns = sum(v for k, v in rates.items() if "@" in k or "G^T" in k)
-    elem_ns = sum(v for k, v in rates.items() if not ("@" in k or "G^T" in k))
-    print(f"    {'products / elementwise':<22} {gemm_ns:7.3f} / {elem_ns:.3f}  (sum {gemm_ns + elem_ns:.3f})")
-
     x, s = sample(n, d)
+    ksd(x[:1000], s[:1000])  # compile or load the compiled loop
+    threads = verify(CORES)
     results = {"gflops": gf, "tile_rates_ns": rates, "n": n, "d": d, "block": block, "chunk": chunk,
-               "load_average": load}
-    print()
-    head = ("n", "d", "kind", "pairs", "flops/pair", "bound s", "sgmc s", "x bound", "ns/pair")
-    print("{:>7} {:>4} {:>6} {:>12} {:>10} {:>9} {:>9} {:>8} {:>8}".format(*head))
+               "threads": threads}
+    rows = []
     for kind in ("joint", "sum"):
-        ksd(x[:1000], s[:1000], kind=kind)
-        t = best_time(lambda: ksd(x, s, kind=kind), args.reps)
         pairs = evaluated_pairs(n, block)
-        fpp = flops_per_pair(d, kind)
-        bound = pairs * fpp / (gf * 1e9)
-        results[f"sgmc_{kind}_s"] = t
-        results[f"bound_{kind}_s"] = bound
-        print(f"{n:>7} {d:>4} {kind:>6} {pairs:>12.4g} {fpp:>10} {bound:>9.3f} {t:>9.3f} {t / bound:>8.2f}"
-              f" {t / pairs * 1e9:>8.2f}")
-    print("    bound = evaluated pairs * flops per pair / matmul flop/s (n^2 times the flops per ordered")
-    print("    pair gives the same, up to the diagonal blocks: pairs = n (n + b) / 2). The joint tile's")
-    print(f"    operations, each timed alone, predict {pairs * (gemm_ns + elem_ns) / 1e9:.3f} s.")
+        bound = pairs * flops_per_pair(d, kind) / (gf * 1e9)
+        for path, on in paths.items():
+            ksd(x[:1000], s[:1000], kind=kind)
+            cpu, wall = best_time(_native(on, lambda kind=kind: ksd(x, s, kind=kind)), args.reps, both=True)
+            rows.append([f"sgmc `ksd(kind={kind!r})`, {path} path", n, cpu, wall, cpu / bound])
+            print(rows[-1])
+        rows.append([f"matrix-product bound, {kind} ({flops_per_pair(d, kind)} flops per pair at {gf:.1f} GFLOP/s)",
+                     n, bound, None, 1.0])
 
     pn = args.peer_n
     xp_, sp_ = x[:pn], s[:pn]
-    t_sgmc = best_time(lambda: ksd(xp_, sp_, kind="joint"), args.reps)
-    t_cum = best_time(lambda: cumulative_ksd(xp_, sp_, kind="joint"), args.reps)
     v_sgmc = float(ksd(xp_, sp_, kind="joint"))
-    t0 = time.perf_counter()
-    v_peer = peer_ksd(xp_, sp_)
-    t_peer = time.perf_counter() - t0
-    results.update({"peer_n": pn, "peer_s": t_peer, "sgmc_peer_n_s": t_sgmc,
-                    "sgmc_cumulative_peer_n_s": t_cum, "peer_rel_diff": abs(v_sgmc / v_peer - 1)})
-    print()
-    print(f"stein-thinning's ksd (the whole cumulative sequence) at n = {pn}, d = {d}: {t_peer:.3f} s")
-    print(f"    sgmc ksd(kind='joint')            {t_sgmc:7.3f} s   speed-up {t_peer / t_sgmc:6.1f}x")
-    print(f"    sgmc cumulative_ksd(kind='joint') {t_cum:7.3f} s   speed-up {t_peer / t_cum:6.1f}x")
-    print(f"    relative difference of the final values {abs(v_sgmc / v_peer - 1):.1e}")
-
+    for path, on in paths.items():
+        cpu, wall = best_time(_native(on, lambda: cumulative_ksd(xp_, sp_, kind="joint")), args.reps, both=True)
+        rows.append([f"sgmc `cumulative_ksd(kind='joint')`, {path} path", pn, cpu, wall, None])
+    with Clock() as c:
+        v_peer = peer_ksd(xp_, sp_)
+    rel = abs(v_sgmc / v_peer - 1)
+    rows.append([f"stein-thinning's KSD (same value to {rel:.0e})", pn, c.cpu, c.wall, None])
+    print(rows[-1])
+    results.update({"peer_rel_diff": rel})
+    tables = {"ksd": {"columns": ["what", "n", "CPU s", "wall s", "CPU / bound"], "rows": rows,
+                      "formats": [None, None, ".3g", ".3g", ".2f"],
+                      "notes": f"d = {d}, float64, one core and one thread for every contender; best of "
+                               f"{args.reps} runs (stein-thinning: one run)."}}
     if args.mem_n:
-        print()
+        mem = []
         for kind in ("joint", "sum"):
-            m = memory_run(args.mem_n, d, kind)
-            results[f"memory_{kind}"] = m
-            print(f"peak memory, ksd(kind={kind!r}) at n = {m['n']}, d = {d}: tracemalloc peak "
-                  f"{m['tracemalloc_peak_mb']:.1f} MiB (inputs {m['inputs_mb']:.1f} MiB, not included); "
-                  f"process peak RSS {m['maxrss_mb']:.0f} MiB"
-                  f" ({m['maxrss_before_mb']:.0f} MiB before the call); {m['seconds']:.1f} s")
+            for path, on in paths.items():
+                m = memory_run(args.mem_n, d, kind, on)
+                results[f"memory_{kind}_{path}"] = m
+                mem.append([kind, path, m["n"], m["tracemalloc_peak_mb"], m["maxrss_mb"], m["maxrss_before_mb"]])
+                print(mem[-1])
+        tables["memory"] = {"columns": ["kind", "path", "n", "allocated by ksd, MiB (tracemalloc peak)",
+                                        "process peak RSS, MiB", "RSS before the call, MiB"],
+                            "rows": mem, "formats": [None, None, None, ".0f", ".0f", ".0f"]}
     print(f"\nload average after the run {os.getloadavg()[0]:.2f}")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=2)
+    if args.results != "none":
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from docs._results import write_results
+
+        print("wrote", write_results(args.results, tables, extra=results, packages=["stein-thinning"]))
     return 0
 
 

@@ -9,12 +9,14 @@ script times in interleaved rounds
    (``particles``' parameterisation ``Y_t ~ N(0, exp(X_t))`` with ``X`` an AR(1) around ``mu``
    is the same model, ``X_t = x_t + 2 log tau``); both log-likelihood estimates are printed, and
    they must agree within the Monte Carlo error;
-2. systematic resampling of N = 10^6 normalised weights: ``sgmc.ssm.resample(rng, w,
-   "systematic")`` against ``particles.resampling.systematic(w)``.
+2. systematic and multinomial resampling of N = 10^6 normalised weights: ``sgmc.ssm.resample(rng, w,
+   scheme)`` against ``particles.resampling.systematic(w)`` and ``particles.resampling.multinomial(w)``.
 
 Each round runs both libraries back to back in alternating order; the script prints the median
 over rounds of wall-clock time and of process CPU time (the fairer figure on a shared machine)
-and their ratios (``particles`` / sgmc: above 1 means sgmc is faster).
+and their ratios (``particles`` / sgmc: above 1 means sgmc is faster). Both run in this process on
+the cores of ``--cores`` (default: core 1) with one thread for BLAS and Numba, checked before timing;
+the tables go to ``docs/results/peer_particles.json``, which docs/particles.md renders.
 
 Usage (from the repository root)::
 
@@ -28,10 +30,14 @@ import argparse
 import math
 import os
 import statistics
+import sys
 import time
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pinning import pin, verify  # noqa: E402
+
+if __name__ == "__main__":
+    CORES = pin()  # before NumPy and Numba start their threads: the same core for both libraries
 
 import numpy as np  # noqa: E402
 
@@ -54,7 +60,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--resample-n", type=int, default=1_000_000)
     ap.add_argument("--resample-rounds", type=int, default=15)
+    ap.add_argument("--cores", default="1", help="the cores both libraries run on (default: core 1)")
+    ap.add_argument("--results", default="peer_particles",
+                    help="results file docs/results/NAME.json (default peer_particles; 'none' writes nothing)")
     args = ap.parse_args()
+    loads = [os.getloadavg()[0]]
 
     import particles
     from particles import resampling as prs
@@ -73,12 +83,16 @@ def main() -> None:
     particle_filter(backends.default_rng(0), kernel, Y[:, :50], 100)
     particles.SMC(fk=pssm.Bootstrap(ssm=peer_model, data=data[:50]), N=100, resampling="systematic", ESSrmin=1.0, collect=None, store_history=False).run()
 
+    threads = verify(CORES)
+    filt = []
     print(f"SV bootstrap particle filter, T = {args.T}, systematic resampling every step, {args.rounds} interleaved rounds")
     print(f"{'N':>7} {'sgmc wall s':>12} {'peer wall s':>12} {'ratio':>6} {'sgmc cpu s':>11} {'peer cpu s':>11} {'ratio':>6}   loglik sgmc / particles")
     for n in args.n:
         rows = []
         lls = []
         for r in range(args.rounds):
+            loads.append(os.getloadavg()[0])
+
             def ours():
                 return particle_filter(backends.default_rng(r), kernel, Y, n).log_lik[0]
 
@@ -105,27 +119,50 @@ def main() -> None:
             f"{n:>7} {med[0]:>12.3f} {med[1]:>12.3f} {med[1] / med[0]:>6.2f} {med[2]:>11.3f} {med[3]:>11.3f} "
             f"{med[3] / med[2]:>6.2f}   {ll_a:.2f} / {ll_b:.2f}"
         )
+        filt.append([n, med[2], med[3], med[3] / med[2], med[1] / med[0], ll_a, ll_b])
 
     n = args.resample_n
     rng_np = np.random.default_rng(1)
     w = rng_np.random(n)
     w /= w.sum()
     gen = backends.default_rng(2)
-    resample(gen, w, "systematic")
-    prs.systematic(w)
-    rows = []
-    for r in range(args.resample_rounds):
-        if r % 2 == 0:
-            a = _timed(lambda: resample(gen, w, "systematic"))
-            b = _timed(lambda: prs.systematic(w))
-        else:
-            b = _timed(lambda: prs.systematic(w))
-            a = _timed(lambda: resample(gen, w, "systematic"))
-        rows.append((a[1], b[1], a[2], b[2]))
-    med = [statistics.median(c) for c in zip(*rows)]
-    print(f"\nsystematic resampling, N = {n}, {args.resample_rounds} interleaved rounds (medians)")
-    print(f"  sgmc {med[0] * 1e3:.2f} ms wall / {med[2] * 1e3:.2f} ms cpu;  particles {med[1] * 1e3:.2f} ms wall / {med[3] * 1e3:.2f} ms cpu")
-    print(f"  ratio particles / sgmc: wall {med[1] / med[0]:.2f}, cpu {med[3] / med[2]:.2f}")
+    res = []
+    for scheme, peer_fn in (("systematic", prs.systematic), ("multinomial", prs.multinomial)):
+        resample(gen, w, scheme)
+        peer_fn(w)
+        rows = []
+        for r in range(args.resample_rounds):
+            loads.append(os.getloadavg()[0])
+            if r % 2 == 0:
+                a = _timed(lambda: resample(gen, w, scheme))
+                b = _timed(lambda: peer_fn(w))
+            else:
+                b = _timed(lambda: peer_fn(w))
+                a = _timed(lambda: resample(gen, w, scheme))
+            rows.append((a[1], b[1], a[2], b[2]))
+        med = [statistics.median(c) for c in zip(*rows)]
+        print(f"\n{scheme} resampling, N = {n}, {args.resample_rounds} interleaved rounds (medians)")
+        print(f"  sgmc {med[0] * 1e3:.2f} ms wall / {med[2] * 1e3:.2f} ms cpu;  particles {med[1] * 1e3:.2f} ms wall / {med[3] * 1e3:.2f} ms cpu")
+        print(f"  ratio particles / sgmc: wall {med[1] / med[0]:.2f}, cpu {med[3] / med[2]:.2f}")
+        res.append([scheme, n, med[2] * 1e3, med[3] * 1e3, med[3] / med[2], med[1] / med[0]])
+    if args.results != "none":
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from docs._results import write_results
+
+        tables = {
+            "filter": {"columns": ["N", "sgmc CPU s", "particles CPU s", "particles / sgmc (CPU)",
+                                   "particles / sgmc (wall)", "log-likelihood, sgmc", "log-likelihood, particles"],
+                       "rows": filt, "formats": [None, ".2f", ".2f", ".2f", ".2f", ".1f", ".1f"],
+                       "notes": f"Bootstrap filter, stochastic volatility, T = {args.T}, systematic resampling "
+                                f"at every step; medians of {args.rounds} interleaved rounds; log-likelihoods "
+                                "are means over the rounds."},
+            "resampling": {"columns": ["scheme", "N", "sgmc CPU ms", "particles CPU ms", "particles / sgmc (CPU)",
+                                       "particles / sgmc (wall)"],
+                           "rows": res, "formats": [None, None, ".2f", ".2f", ".2f", ".2f"],
+                           "notes": f"Medians of {args.resample_rounds} interleaved rounds."},
+        }
+        extra = {"settings": vars(args), "threads": threads, "loads": loads}
+        print("wrote", write_results(args.results, tables, extra=extra, packages=["particles"]))
 
 
 if __name__ == "__main__":

@@ -13,8 +13,10 @@ Before timing (unless ``--no-check``), the hand-written loop runs on sgmc's own 
 must reproduce ``sgmc.sample`` draw for draw, so both sides provably compute the same thing.
 
 The implementations alternate within every repetition (``sgmc, hand`` then ``hand, sgmc``; a third,
-``--compare-with`` another copy of sgmc, joins the rotation) and the medians are reported, so machine
-noise affects them alike.
+``--compare-with`` another copy of sgmc, joins the rotation) and the medians of CPU time and of wall
+time are reported, so machine noise affects them alike. The process runs on the cores of ``--cores``
+(default core 1) with one BLAS thread, checked before timing, and writes
+``docs/results/peer_sgld.json`` (``--results``), which docs/performance.md renders.
 
 Usage (from the repository root)::
 
@@ -26,15 +28,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import math
 import os
-import platform
 import statistics
 import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pinning import Clock, load, pin, verify  # noqa: E402
+
+if __name__ == "__main__":
+    CORES = pin()  # before NumPy starts its BLAS threads
+
+import numpy as np  # noqa: E402
 
 import sgmc
 from sgmc.models import LogisticRegression
@@ -186,26 +192,24 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=5, help="alternating repetitions (default 5)")
     ap.add_argument("--dims", type=int, nargs="+", default=[10, 100])
     ap.add_argument("--chains", type=int, nargs="+", default=[1, 32])
-    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                    help="wall: time.perf_counter; cpu: time.process_time (steadier on a shared machine)")
+    ap.add_argument("--cores", default="1", help="the cores both implementations run on (default: core 1)")
     ap.add_argument("--compare-with", metavar="MODULE",
                     help="also time another importable copy of sgmc (e.g. an older commit's package "
                          "renamed to sgmc_old on PYTHONPATH) in the same alternation")
     ap.add_argument("--no-check", dest="check", action="store_false", help="skip the equivalence check")
     ap.add_argument("--profile", action="store_true",
                     help="instead of timing, profile one sgmc.sample run per case (cProfile, by own time)")
-    ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--results", default="peer_sgld",
+                    help="results file docs/results/NAME.json (default peer_sgld; 'none' writes nothing)")
     args = ap.parse_args(argv)
-    clock = time.perf_counter if args.clock == "wall" else time.process_time
     other = importlib.import_module(args.compare_with) if args.compare_with else None
 
-    print(f"# sgmc {sgmc.__version__}, numpy {np.__version__}, python {platform.python_version()}, "
-          f"{platform.machine()}, {os.cpu_count()} CPUs")
+    print(f"# sgmc {sgmc.__version__}, numpy {np.__version__}, cores {sorted(CORES)}")
     if args.profile:
         print(f"# logistic regression N={N_DATA}, n={BATCH}, h={STEP_SIZE}: cProfile of sgmc.sample")
         return profile(args)
     print(f"# logistic regression N={N_DATA}, n={BATCH}, h={STEP_SIZE}, {args.iters} iterations, "
-          f"{args.reps} alternating repetitions, medians of {args.clock}-clock time")
+          f"{args.reps} alternating repetitions, medians of CPU and wall time")
     rows = []
     for dim in args.dims:
         X, y = make_data(N_DATA, dim)
@@ -229,53 +233,70 @@ def main(argv=None) -> int:
                     chains=chains, rng=seed, progress=False)
             for run in impls.values():  # warm-up
                 run(20, 0)
-            times = {k: [] for k in impls}
+            threads = verify(CORES)
+            times = {k: {"wall": [], "cpu": []} for k in impls}
+            loads = []
             for rep in range(args.reps):
+                loads.append(load())
                 order = list(impls) if rep % 2 == 0 else list(impls)[::-1]
                 for which in order:
-                    t0 = clock()
-                    impls[which](args.iters, rep)
-                    times[which].append(clock() - t0)
-            per = {k: statistics.median(v) / (args.iters * chains) * 1e6 for k, v in times.items()}
-            row = {"dim": dim, "chains": chains, "sgmc_us": per["sgmc"], "hand_us": per["hand"],
-                   "ratio": per["sgmc"] / per["hand"], "hand_draw": draw_name,
-                   "sgmc_all_s": times["sgmc"], "hand_all_s": times["hand"]}
-            line = (f"d={dim:<4d} chains={chains:<3d} sgmc {per['sgmc']:8.2f} us/chain-iter   "
-                    f"hand-written {per['hand']:8.2f} us/chain-iter ({draw_name} draw)   "
-                    f"ratio {row['ratio']:.2f}")
+                    with Clock() as c:
+                        impls[which](args.iters, rep)
+                    times[which]["wall"].append(c.wall)
+                    times[which]["cpu"].append(c.cpu)
+            per = {k: {clk: statistics.median(v[clk]) / (args.iters * chains) * 1e6 for clk in v}
+                   for k, v in times.items()}
+            row = {"dim": dim, "chains": chains, "us": per, "hand_draw": draw_name, "all_s": times,
+                   "load": loads, "threads": threads,
+                   "ratio": {clk: per["sgmc"][clk] / per["hand"][clk] for clk in ("cpu", "wall")}}
+            line = (f"d={dim:<4d} chains={chains:<3d} sgmc {per['sgmc']['cpu']:8.2f} CPU us/chain-iter   "
+                    f"hand-written {per['hand']['cpu']:8.2f} ({draw_name} draw)   "
+                    f"ratio {row['ratio']['cpu']:.2f} (wall {row['ratio']['wall']:.2f})")
             if other:
-                row.update(other_us=per["other"], other_all_s=times["other"],
-                           ratio_other=per["sgmc"] / per["other"])
-                line += f"   {args.compare_with} {per['other']:8.2f} (sgmc / it {row['ratio_other']:.2f})"
+                row["ratio_other"] = {clk: per["sgmc"][clk] / per["other"][clk] for clk in ("cpu", "wall")}
+                line += f"   {args.compare_with} {per['other']['cpu']:8.2f} (sgmc / it {row['ratio_other']['cpu']:.2f})"
             if args.check:
                 row["check_max_abs_diff"] = diff
             rows.append(row)
             print(line, flush=True)
 
-    extra = f" {args.compare_with} us/chain-iter | sgmc / {args.compare_with} |" if other else ""
-    print(f"\n| d | chains | sgmc us/chain-iter | hand-written us/chain-iter | sgmc / hand-written |{extra}")
-    print("|---|---|---|---|---|" + ("---|---|" if other else ""))
+    cols = ["d", "chains", "sgmc CPU us/chain-iter", "hand-written CPU us/chain-iter", "hand-written draw",
+            "sgmc / hand-written (CPU)", "sgmc / hand-written (wall)"]
+    if other:
+        cols += [f"{args.compare_with} CPU us/chain-iter", f"sgmc / {args.compare_with} (CPU)"]
+    cols.append("load")
+    table = []
     for r in rows:
-        extra = f" {r['other_us']:.1f} | {r['ratio_other']:.2f} |" if other else ""
-        print(f"| {r['dim']} | {r['chains']} | {r['sgmc_us']:.1f} | {r['hand_us']:.1f} "
-              f"({r['hand_draw']}) | {r['ratio']:.2f} |{extra}")
+        cells = [r["dim"], r["chains"], r["us"]["sgmc"]["cpu"], r["us"]["hand"]["cpu"], r["hand_draw"],
+                 r["ratio"]["cpu"], r["ratio"]["wall"]]
+        if other:
+            cells += [r["us"]["other"]["cpu"], r["ratio_other"]["cpu"]]
+        table.append(cells + [f"{min(r['load']):.1f}-{max(r['load']):.1f}"])
     scaling = []
     for dim in args.dims:
         one = [r for r in rows if r["dim"] == dim and r["chains"] == 1]
         for r in rows:
             if one and r["dim"] == dim and r["chains"] > 1:
-                s = {"dim": dim, "chains": r["chains"],
-                     "sgmc": r["sgmc_us"] * r["chains"] / one[0]["sgmc_us"],
-                     "hand": r["hand_us"] * r["chains"] / one[0]["hand_us"]}
-                scaling.append(s)
+                scaling.append([dim, r["chains"], r["us"]["sgmc"]["cpu"] * r["chains"] / one[0]["us"]["sgmc"]["cpu"],
+                                r["us"]["hand"]["cpu"] * r["chains"] / one[0]["us"]["hand"]["cpu"]])
+    tables = {"vs_numpy": {"columns": cols, "rows": table,
+                           "formats": [None, None, ".1f", ".1f", None, ".2f", ".2f"]
+                           + ([".1f", ".2f"] if other else []) + [None]}}
     if scaling:
-        print("\nTime per iteration of C chains relative to 1 chain (C would be no gain from batching):")
-        for s in scaling:
-            print(f"  d={s['dim']:<4d} C={s['chains']}: sgmc {s['sgmc']:.1f}x, hand-written {s['hand']:.1f}x")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"rows": rows, "scaling": scaling, "iters": args.iters, "reps": args.reps,
-                       "clock": args.clock, "compare_with": args.compare_with}, fh, indent=1)
+        tables["scaling"] = {"columns": ["d", "chains C", "sgmc: C chains / 1 chain (CPU time per iteration)",
+                                         "hand-written: C chains / 1 chain"],
+                             "rows": scaling, "formats": [None, None, ".1f", ".1f"]}
+    for t in tables.values():
+        print("\n| " + " | ".join(t["columns"]) + " |")
+        for row in t["rows"]:
+            print("| " + " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row) + " |")
+    if args.results != "none":
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from docs._results import write_results
+
+        settings = {"iters": args.iters, "reps": args.reps, "N": N_DATA, "n": BATCH, "step_size": STEP_SIZE,
+                    "cores": sorted(CORES), "compare_with": args.compare_with}
+        print("wrote", write_results(args.results, tables, extra={"settings": settings, "rows": rows}))
     return 0
 
 

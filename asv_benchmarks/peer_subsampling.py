@@ -14,9 +14,13 @@ from 10 SGLD-CV-PS pilot chains (thesis section 4.5.3), 10 chains of 10^4 iterat
 lambda_max. Prints both KSD curves against data passes (pilot chains counted in ASGLD-CV-PS's set-up)
 and the passes from which each stays at or below SGLD-CV's final KSD.
 
+Everything runs on the cores of ``--cores`` (default: core 1) with one BLAS thread (checked); the step
+study reports CPU time (wall time beside it), and each study writes its tables to
+``docs/results/peer_subsampling_<what>.json``, which docs/subsampling.md renders.
+
 Usage (from the repository root)::
 
-    python asv_benchmarks/peer_subsampling.py --what step [--iters 2000] [--reps 5] [--clock cpu]
+    python asv_benchmarks/peer_subsampling.py --what step [--iters 2000] [--reps 5]
     python asv_benchmarks/peer_subsampling.py --what ksd [--iters 10000] [--chains 10] [--seeds 5]
 """
 
@@ -28,19 +32,28 @@ import statistics
 import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pinning import Clock, load, pin, verify  # noqa: E402
 
-import sgmc
-from sgmc.backends import default_rng
-from sgmc.estimators import (
+if __name__ == "__main__":
+    CORES = pin()  # before NumPy starts its BLAS threads: every method on the same core, one thread
+
+import numpy as np  # noqa: E402
+
+import sgmc  # noqa: E402
+from sgmc.backends import default_rng  # noqa: E402
+from sgmc.estimators import (  # noqa: E402
     AdaptiveControlVariatePS,
     ControlVariate,
     ControlVariatePS,
     Minibatch,
     PreferentialSubsampling,
 )
-from sgmc.models import LogisticRegression, Model
-from sgmc.optimize import newton
+from sgmc.models import LogisticRegression, Model  # noqa: E402
+from sgmc.optimize import newton  # noqa: E402
+
+RESULTS = {}  # table id -> table, written at the end
+EXTRA = {}
 
 N_DATA = 1_000_000
 BATCH = 1_000
@@ -75,28 +88,41 @@ def step_study(args):
     d2 = float(np.sum((start - centre) ** 2))
     ests["ASGLD-CV-PS (n_t~n)"] = a.with_v0(a.v0 * a.coef * d2 / (BATCH - 0.5))
     print(f"set-up of weights and alias tables: {time.perf_counter() - t0:.1f} s")
-    clock = time.process_time if args.clock == "cpu" else time.perf_counter
-    times = {k: [] for k in ests}
-    batch = {}
+    setup_s = time.perf_counter() - t0
+    EXTRA["threads"] = verify(CORES)
+    times = {k: {"cpu": [], "wall": []} for k in ests}
+    batch, loads = {}, []
     names = list(ests)
     for rep in range(args.reps):
+        loads.append(load())
         order = names if rep % 2 == 0 else names[::-1]
         for k in order:
             est = ests[k]
             m = est.model
-            t0 = clock()
-            tr = sgmc.sample(m, "sgld", est, step_size=1e-7, n_iter=args.iters, chains=1, init=start, rng=rep,
-                             progress=False)
-            times[k].append((clock() - t0) / args.iters * 1e6)
+            with Clock() as c:
+                tr = sgmc.sample(m, "sgld", est, step_size=1e-7, n_iter=args.iters, chains=1, init=start, rng=rep,
+                                 progress=False)
+            times[k]["cpu"].append(c.cpu / args.iters * 1e6)
+            times[k]["wall"].append(c.wall / args.iters * 1e6)
             batch[k] = float(tr.stats["batch_size"].mean())
-    base = statistics.median(times["SGLD (WOR)"])
-    print(f"\nN = {N_DATA}, n = {BATCH}, d = {DIM}, 1 chain, {args.iters} iterations x {args.reps} reps "
-          f"({args.clock} clock)")
-    print(f"{'method':<22} {'mean n':>7} {'us/iter':>9} {'vs SGLD (WOR)':>14} {'vs SGLD (WR)':>13}")
-    wr = statistics.median(times["SGLD (WR)"])
+    med = {k: {clk: statistics.median(v[clk]) for clk in v} for k, v in times.items()}
+    base, wr = med["SGLD (WOR)"], med["SGLD (WR)"]
+    print(f"\nN = {N_DATA}, n = {BATCH}, d = {DIM}, 1 chain, {args.iters} iterations x {args.reps} reps")
+    print(f"{'method':<22} {'mean n':>7} {'CPU us/iter':>11} {'vs SGLD (WOR)':>14} {'vs SGLD (WR)':>13}")
+    rows = []
     for k in names:
-        t = statistics.median(times[k])
-        print(f"{k:<22} {batch[k]:>7.0f} {t:>9.1f} {t / base:>14.2f} {t / wr:>13.2f}")
+        t = med[k]["cpu"]
+        print(f"{k:<22} {batch[k]:>7.0f} {t:>11.1f} {t / base['cpu']:>14.2f} {t / wr['cpu']:>13.2f}")
+        rows.append([k, batch[k], t, med[k]["wall"], t / base["cpu"], t / wr["cpu"]])
+    RESULTS["step"] = {
+        "columns": ["method", "mean n", "CPU us/iter", "wall us/iter", "vs minibatch SGLD without replacement (CPU)",
+                    "vs minibatch SGLD with replacement (CPU)"],
+        "rows": rows, "formats": [None, ".0f", ".0f", ".0f", ".2f", ".2f"],
+        "notes": f"1 chain, N = {N_DATA}, n = {BATCH}, d = {DIM}, medians of {args.reps} interleaved rounds of "
+                 f"{args.iters} iterations; load average {min(loads):.1f}-{max(loads):.1f}; the weights and "
+                 f"alias tables took {setup_s:.0f} s to set up (wall).",
+    }
+    EXTRA["loads"] = loads
 
 
 def ksd_study(args):
@@ -111,6 +137,7 @@ def ksd_study(args):
     mode, _, lam = mode_and_curvature(model)
     h = 0.1 / lam
     n = max(1, round(0.001 * model.n_data))
+    EXTRA["threads"] = verify(CORES)
     summary = []
     for seed in range(args.seeds):
         summary.append(_ksd_one(args, model, mode, h, n, seed, cumulative_ksd, ksd_preconditioner))
@@ -120,6 +147,14 @@ def ksd_study(args):
         for seed, row in enumerate(summary):
             print(f"  seed {seed}: KSD {row[0]:.3g} / {row[1]:.3g}, passes {row[2]:.1f} / {row[3]:.1f}, "
                   f"reached at {row[4]}")
+    RESULTS["ksd"] = {
+        "columns": ["seed", "final KSD, SGLD-CV", "final KSD, ASGLD-CV-PS", "data passes, SGLD-CV",
+                    "data passes, ASGLD-CV-PS (pilots counted)", "ASGLD-CV-PS at or below SGLD-CV's final KSD from"],
+        "rows": [[seed, *row] for seed, row in enumerate(summary)],
+        "formats": [None, ".3g", ".3g", ".1f", ".1f", None],
+        "notes": f"ISLR Default, n = {n}, h = 0.1 / lambda_max, {args.chains} chains x {args.iters} iterations "
+                 f"per method and seed; pilot chains of {args.pilot_iters} iterations.",
+    }
 
 
 def _ksd_one(args, model, mode, h, n, seed, cumulative_ksd, ksd_preconditioner):
@@ -166,7 +201,9 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--chains", type=int, default=10)
     ap.add_argument("--pilot-iters", type=int, default=1000)
-    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    ap.add_argument("--cores", default="1", help="the cores every method runs on (default: core 1)")
+    ap.add_argument("--results", help="results file docs/results/NAME.json "
+                                      "(default peer_subsampling_<what>; 'none' writes nothing)")
     ap.add_argument("--seeds", type=int, default=1, help="ksd: repeat with this many seeds (chains and pilots)")
     args = ap.parse_args(argv)
     if args.what == "step":
@@ -175,6 +212,13 @@ def main(argv=None):
     else:
         args.iters = args.iters or 10_000
         ksd_study(args)
+    name = args.results or f"peer_subsampling_{args.what}"
+    if name != "none":
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from docs._results import write_results
+
+        EXTRA["settings"] = vars(args)
+        print("wrote", write_results(name, RESULTS, extra=EXTRA))
 
 
 if __name__ == "__main__":

@@ -97,6 +97,22 @@ def versions(packages=()) -> dict:
     return out
 
 
+def source_state() -> dict:
+    """The git commit of the tree the measurement ran in, and whether ``sgmc/`` differed from it."""
+    import subprocess
+
+    out = {}
+    try:
+        out["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                                       timeout=10).stdout.strip() or None
+        status = subprocess.run(["git", "status", "--porcelain", "--", "sgmc"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=10).stdout
+        out["sgmc_modified"] = bool(status.strip())
+    except (OSError, subprocess.SubprocessError):
+        out["commit"] = None
+    return out
+
+
 def default_command() -> str:
     """The command line of this process, with the script's path relative to the repository root."""
     argv = list(sys.argv)
@@ -196,6 +212,7 @@ def write_results(name, tables, command=None, extra=None, *, packages=(), direct
         "machine": machine(),
         "load": {"start": list(_LOAD_AT_IMPORT), "end": list(os.getloadavg())},
         "versions": versions(packages),
+        "source": source_state(),
         "tables": check_tables(tables),
     }
     if extra:

@@ -11,15 +11,22 @@ Alg. 2), PaRIS (2 backward draws) and, at small N, the O(N^2) smoother; bootstra
 Usage (from the repository root)::
 
     python docs/particle_scores.py                 # T = 100, N in {50, 200}, 200 replicates
-    python docs/particle_scores.py --T 400 --reps 100
+    python docs/particle_scores.py --T 400 --reps 100 --results none
+
+The table goes to ``docs/results/particle_scores.json`` (``--results``), which docs/particles.md renders.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from docs._results import write_results  # noqa: E402  (imported first: it records the load at start)
+
+import numpy as np  # noqa: E402
 
 from sgmc import backends
 from sgmc.ssm import LGSSM
@@ -31,7 +38,10 @@ def main() -> None:
     ap.add_argument("--T", type=int, default=100)
     ap.add_argument("--n", type=int, nargs="+", default=[50, 200])
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--results", default="particle_scores",
+                    help="results file docs/results/NAME.json (default particle_scores; 'none' writes nothing)")
     args = ap.parse_args()
+    rows = []
     phi, sig, tau = 0.9, 0.7, 1.0
     v0 = sig**2 / (1 - phi**2)
     theta = np.array([[phi, 1 / sig, 1 / tau]])
@@ -58,6 +68,17 @@ def main() -> None:
                 var = s.var(axis=0, ddof=1)
                 cells = " ".join(f"{b:>+8.3f} ({e:.3f})" for b, e in zip(bias, se))
                 print(f"{proposal:>9} {smoother:>13} {n:>5} {cells} {var[0]:>9.3f} {var[1]:>9.3f} {var[2]:>9.3f} {dt:>6.1f}")
+                name = {"poyiadjis_n2": "O(N^2)"}.get(smoother, smoother)
+                rows.append([proposal, name, n, *(f"{b:+.2f} ({e:.2f})" for b, e in zip(bias, se)),
+                             *map(float, var), dt])
+    if args.results != "none":
+        cols = ["proposal", "smoother", "N", "bias phi (se)", "bias psi_sigma (se)", "bias psi_tau (se)",
+                "var phi", "var psi_sigma", "var psi_tau", "time s"]
+        note = (f"Scalar LGSSM, T = {args.T}, {B} independent runs per row; Kalman gradient "
+                f"({g[0]:.3f}, {g[1]:.3f}, {g[2]:.3f}); time: wall seconds for all {B} runs.")
+        tables = {"scores": {"columns": cols, "rows": rows, "notes": note,
+                             "formats": [None, None, None, None, None, None, ".2f", ".2f", ".2f", ".1f"]}}
+        print("wrote", write_results(args.results, tables, extra={"settings": vars(args)}))
 
 
 if __name__ == "__main__":
