@@ -38,11 +38,13 @@ def _csv(path):
 def test_table2_tiny_through_reproduce(tmp_path):
     out = tmp_path / "t2"
     res = experiments.reproduce("logistic-table2", out, quick=True, seed=3, progress=False, **TINY_TABLE)
-    for name in ("table2.md", "table2.csv", "table2_paper.md", "table2_paper.csv", "step_sizes.csv", "meta.json"):
+    for name in ("table2.md", "table2.csv", "table2_paper.md", "table2_paper.csv", "step_sizes.csv", "cv_controls.csv",
+                 "meta.json"):
         assert (out / name).is_file(), name
     rows = _csv(out / "table2.csv")
     assert rows[0] == ["Metric", "d", "NUTS", *METHODS, "ADVI"]
-    assert [r[0] for r in rows[1:]] == ["Time (s)", "Log-loss", "KSD"] and all(r[1] == "10" for r in rows[1:])
+    assert [r[0] for r in rows[1:]] == ["Time (s)", "Log-loss", "KSD", "KSD (thinned)"]
+    assert all(r[1] == "10" for r in rows[1:])
     for r in rows[1:]:
         assert r[2] == "nan" and r[-1] == "nan"  # no references without NumPyro (nuts=False here)
         assert all(float(v) > 0 for v in r[3:-1])
@@ -52,7 +54,8 @@ def test_table2_tiny_through_reproduce(tmp_path):
     assert meta["seed"] == 3 and meta["size"] == "quick" and "numpy" in meta["versions"]
     assert "nuts=False" in meta["notes"]["references"]
     assert "NUTS and ADVI not run" in (out / "table2.md").read_text()
-    assert res["meta"] == meta and len(res["table"]) == 3
+    assert res["meta"] == meta and len(res["table"]) == 4
+    assert set(res["tables"]) == {"table2", "table2_paper", "step_sizes", "cv_controls"}
     # some columns alone (the command line's comma-separated form): the same values, the rest empty
     part = experiments.reproduce("logistic-table2", tmp_path / "part", quick=True, seed=3, progress=False,
                                  columns="SGLD-CV,ULA", **TINY_TABLE)
@@ -116,6 +119,65 @@ def test_list_and_errors_on_the_command_line(tmp_path):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "`dims`" in bad.stderr
     bad = run("logistic-table2", "--option", "nonsense")
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+
+
+def test_cv_centre_is_the_polished_mode_and_the_control_is_the_sgd_estimate():
+    """The CV runs are centred at the SGD estimate polished by Newton steps (mode_gap ~ 0, against an
+    independent mode: scipy's optimiser on the same log posterior); the control run's centre is the
+    unpolished estimate, measurably away from the mode."""
+    from scipy.optimize import minimize
+
+    from sgmc.experiments._logistic import make_problem, run_method, sgd_mode
+
+    problem = make_problem(2000, 5, seed=0)
+    X, y = problem.X, problem.y
+
+    def neg(theta):
+        z = X @ theta
+        return -(np.sum(y * z - np.logaddexp(0.0, z)) - 0.5 * theta @ theta / 10.0)
+
+    def grad(theta):
+        p = 1.0 / (1.0 + np.exp(-(X @ theta)))
+        return -(X.T @ (y - p) - theta / 10.0)
+
+    ref = minimize(neg, np.zeros(5), jac=grad, method="BFGS", options={"gtol": 1e-10}).x
+    mode, seconds, gaps = sgd_mode(problem, 100, np.random.default_rng(1))
+    np.testing.assert_allclose(np.asarray(mode), ref, atol=1e-6)
+    assert gaps["gap"] < 1e-6 < 0.1 < gaps["gap_sgd"] and seconds > 0
+    raw, _, raw_gaps = sgd_mode(problem, 100, np.random.default_rng(1), polish=False)
+    assert raw_gaps["gap"] == raw_gaps["gap_sgd"] == gaps["gap_sgd"]
+    assert np.max(np.abs(np.asarray(raw) - ref)) > 1e-3
+    run = run_method(problem, "sgld", "cv", 1e-4, 40, 20, 5)
+    assert run["gap"] < 1e-6 and run["trace"].draws.shape == (1, 20, 5)
+
+
+def test_pilots_are_scored_after_burn_in_and_the_grid_is_extended(monkeypatch):
+    """The Table 2 pilots drop half of each run, pool two chains, use the Laplace covariance as the
+    KSD preconditioner and extend the grid past an edge choice."""
+    from sgmc.experiments import _logistic
+
+    seen = {}
+    real = _logistic.tune_step_size
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_logistic, "tune_step_size", spy)
+    problem = _logistic.make_problem(2000, 3, seed=0)
+    res = _logistic.tune(problem, "sgld", "minibatch", 100, (0.3, 1.0), np.random.default_rng(0))
+    assert seen["burn_in"] == 50 and seen["chains"] == 2 and seen["extend"] == _logistic.EXTEND
+    cov = np.linalg.inv(np.asarray(problem.precision))
+    np.testing.assert_allclose(np.asarray(seen["ksd_options"]["preconditioner"]), cov, rtol=1e-10)
+    assert res.extended > 0 or not res.at_edge
+
+
+def test_thinned_tail_ends_at_the_last_draw():
+    from sgmc.experiments.logistic import thinned_tail
+
+    x = np.arange(100.0)[:, None]
+    np.testing.assert_array_equal(thinned_tail(x, 50, 10)[:, 0], np.arange(54.0, 100.0, 5.0))
+    np.testing.assert_array_equal(thinned_tail(x, 20, 50)[:, 0], np.arange(80.0, 100.0))
 
 
 # -- the paper's claims at the quick size (slow) ---------------------------------------------------

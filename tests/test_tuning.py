@@ -106,6 +106,37 @@ def test_diverging_runs_are_marked_not_raised(review):
                        init=np.zeros(2), rng=3)
 
 
+def test_grid_is_extended_past_an_edge_choice(review):
+    """On the review's Gaussian target the KSD-best step of test_picks... lies near 0.1 (review Figure
+    1); a grid whose steps all lie below it is extended upwards, one ratio at a time, until a worse
+    step brackets the choice; the added rows are run like the others (same scores as a grid that
+    holds them from the start, each on its own stream)."""
+    target, noisy = review
+    kw = dict(pilot_iters=4000, chains=4, n_ksd=400, init=np.zeros(2), rng=0, progress=False)
+    plain = tune_step_size(target, "sgld", noisy, grid=[1e-3, 3e-3], **kw)
+    assert plain.best == 3e-3 and plain.at_edge and plain.extended == 0
+    res = tune_step_size(target, "sgld", noisy, grid=[1e-3, 3e-3], extend=6, keep_traces=True, **kw)
+    steps = [row["step_size"] for row in res.table]
+    assert steps == sorted(steps) and steps[:2] == [1e-3, 3e-3]
+    np.testing.assert_allclose(steps[2:], [3e-3 * 3.0**k for k in range(1, len(steps) - 1)])
+    assert 0 < res.extended == len(steps) - 2 < 6
+    assert not res.at_edge and res.best not in (steps[0], steps[-1])
+    assert res.table[-1]["ksd"] > min(row["ksd"] for row in res.table)
+    assert res.table[:2] == [dict(r, time=res.table[i]["time"]) for i, r in enumerate(plain.table)]
+    for row, trace in zip(res.table, res.traces):   # the added pilots are scored like the others
+        x = np.asarray(trace.draws).reshape(-1, 2)
+        assert row["ksd"] == pytest.approx(ksd_eq13_bruteforce(x, -x @ np.linalg.inv(np.asarray(target.cov))), rel=1e-9)
+    # downwards too, and an exhausted budget is reported as an edge
+    down = tune_step_size(target, "sgld", noisy, grid=[1.0, 2.0], extend=1, **kw)
+    assert [row["step_size"] for row in down.table] == [0.5, 1.0, 2.0] and down.extended == 1
+    assert down.best in (0.5, 1.0) and down.at_edge == (down.best == 0.5)   # the budget of one run is spent
+    # a larger step that diverged brackets the choice: nothing is added above it
+    div = tune_step_size(target, "sgld", noisy, grid=[0.1, 50.0], extend=3, **dict(kw, pilot_iters=500, n_ksd=100))
+    assert div.table[-1]["diverged"] and all(row["step_size"] <= 50.0 for row in div.table)
+    with pytest.raises(ValueError, match="extend"):
+        tune_step_size(target, "sgld", noisy, grid=[0.1], extend=-1, **kw)
+
+
 def test_default_grid():
     target = GaussianTarget.review_example()             # precision eigenvalues 1/2 and 1: M = 1
     g = default_grid(target)
