@@ -17,6 +17,8 @@ in the NumPy backend's ``native`` table under that function's name (:func:`sgmc.
   :class:`sgmc.models.BPMF`, the gather of the U and V rows, their products and the scatter-add of
   the rows' gradients in one pass over the ratings (the twin gathers, multiplies and scatters in
   separate passes over copies, and its scatter sorts or counts over every cell of U and V).
+* ``"hmm_messages"`` and ``"kalman_stats"``: the exact forward-backward and Kalman/RTS recursions of
+  :mod:`sgmc.ssm`, compiled time loops (:mod:`sgmc.backends._numba_ssm`).
 * ``"subsample"``: minibatch indices without replacement, the first distinct values of the integer
   draws found with a bitmap instead of a sort.
 
@@ -232,9 +234,11 @@ def natives() -> dict:
     """The native table entries this module provides (empty when Numba is missing or disabled)."""
     if not available():
         return {}
+    from ._numba_ssm import natives as ssm_natives
     from ._numba_stein import stein_row_sums
 
     return {
+        **ssm_natives(_ON),  # "hmm_messages", "kalman_stats": the exact recursions of sgmc.ssm
         "subsample": subsample,
         "glm_grad_log_lik_sum": glm_grad_log_lik_sum,
         "glm_grad_log_lik_diff_sum": glm_grad_log_lik_diff_sum,

@@ -28,10 +28,13 @@ import math
 from typing import Any, NamedTuple
 
 from .. import backends
-from .._array_api import Array, is_array
+from .._array_api import Array, device_of, is_array
+from .._dispatch import native
 from .._sampling import categorical
-from .._validation import check_int, check_positive
+from .._validation import check_choice, check_int, check_positive
 from .base import StateSpaceModel
+from .hmm_scan import messages_scan
+from .hmm_params import first_state_smoother, fixed_precision_factor, make_prior, prior_grads, prior_terms
 from .lgssm import _selector
 from .subsequence import Windows
 
@@ -60,10 +63,23 @@ class HMMStats(NamedTuple):
 def _log_emission(xp, y, mu, psi):
     """log N(y_t | mu_k, Sigma_k) for y (b, L, m), mu (b, K, m), psi (b, K, m, m): (b, L, K)."""
     m = y.shape[-1]
-    d = y[:, :, None, :] - mu[:, None, :, :]  # (b, L, K, m)
-    z = (d[..., None, :] @ psi[:, None, ...])[..., 0, :]  # d^T psi  (b, L, K, m)
+    # coordinate by coordinate on (b, L, K) arrays (m is small): d_i = y_i - mu_{k,i}, z_j = sum_i d_i psi_k[i, j]
+    d = [y[:, :, i : i + 1] - mu[:, None, :, i] for i in range(m)]
+    quad = None
+    for j in range(m):
+        z = d[0] * psi[:, None, :, 0, j]
+        for i in range(1, m):
+            z = z + d[i] * psi[:, None, :, i, j]
+        quad = z * z if quad is None else quad + z * z
     logdet = xp.sum(xp.log(xp.abs(xp.linalg.diagonal(psi))), axis=-1)  # (b, K)
-    return -0.5 * m * _LOG_2PI + logdet[:, None, :] - 0.5 * xp.sum(z * z, axis=-1)
+    return (logdet[:, None, :] - 0.5 * m * _LOG_2PI) - 0.5 * quad
+
+
+def _second_moments(xp, wg, y):
+    """``sum_t wg[:, t, k] y_t y_t^T`` for wg (b, L, K), y (b, L, m): (b, K, m, m), as one matrix product."""
+    b, L, m = y.shape
+    yy = xp.reshape(y[..., :, None] * y[..., None, :], (b, L, m * m))
+    return xp.reshape(xp.matrix_transpose(wg) @ yy, (b, wg.shape[-1], m, m))
 
 
 def stationary_distribution(Pi: Array, iters: int = 40) -> Array:
@@ -108,12 +124,44 @@ def forward_backward(
     from .._array_api import array_namespace
 
     xp = array_namespace(Pi, logp, p0) if xp is None else xp
-    b, L, K = logp.shape
     if mask is not None:
         logp = xp.where(mask[..., None], logp, xp.zeros_like(logp))
     shift = xp.max(logp, axis=-1, keepdims=True)
     p = xp.exp(logp - shift)  # (b, L, K)
-    ll = xp.sum(shift[..., 0], axis=-1)
+    logc, gamma, N, G = messages(xp, Pi, p, p0, weight)
+    return xp.sum(shift[..., 0], axis=-1) + logc, gamma, N, G
+
+
+#: Series at least this long run the parallel-in-time scan (:mod:`sgmc.ssm.hmm_scan`) where the
+#: backend has no compiled recursion; shorter ones (buffered windows) the sequential twin.
+SCAN_MIN_LENGTH = 64
+
+
+def messages(xp: Any, Pi: Array, p: Array, p0: Array, weight: Array | None) -> tuple[Array, Array, Array, Array]:
+    """The normalised messages' outputs ``(logc, gamma, N, G)`` (see :func:`_messages_twin`).
+
+    The backend's compiled recursion where it has one (``native(xp, "hmm_messages")``), else the
+    parallel-in-time scan for series of ``SCAN_MIN_LENGTH`` or more, else the sequential twin.
+    """
+    fast = native(xp, "hmm_messages")
+    if fast is not None:
+        out = fast(Pi, p, p0, weight)
+        if out is not NotImplemented:
+            return out
+    if p.shape[1] >= SCAN_MIN_LENGTH:
+        return messages_scan(Pi, p, p0, weight)
+    return _messages_twin(xp, Pi, p, p0, weight)
+
+
+def _messages_twin(xp, Pi, p, p0, weight):
+    """Sequential normalised forward-backward on positive densities ``p`` (b, L, K); defines the result.
+
+    Returns ``logc`` (b,), the sum of the forward normalisers' logarithms (``log p(y)`` less the
+    scaling of ``p``), the smoothed marginals ``gamma`` (b, L, K), and the weighted expected
+    transition counts ``N`` (b, K, K) and occupancies ``G`` (b, K).
+    """
+    b, L, K = p.shape
+    ll = xp.zeros((b,), dtype=p.dtype, device=device_of(p))
     alphas = []
     a = p0
     for t in range(L):
@@ -124,7 +172,7 @@ def forward_backward(
         a = a / c[:, None]
         alphas.append(a)
     if weight is None:
-        weight = xp.ones((b, L), dtype=logp.dtype)
+        weight = xp.ones((b, L), dtype=p.dtype, device=device_of(p))
     beta = xp.ones_like(p0) / K
     gammas = [None] * L
     N = xp.zeros_like(Pi)
@@ -146,15 +194,38 @@ def forward_backward(
 
 
 class GaussianHMM(StateSpaceModel):
-    """Gaussian HMM with ``K`` states over ``theta = (eta, mu, psi)``.
+    """Gaussian HMM with ``K`` states over ``theta = (eta, mu[, psi])``.
 
     Parameters
     ----------
     y : array (T,) or (T, m)
     n_states : int
-        ``K``.
+        ``K`` (2 <= K <= T).
     prior_var : float, default 100
-        Variance of the normal prior on the means.
+        Variance of the normal prior on the means (used when ``mean_prior`` is not given).
+    mean_prior : pair (loc, var), optional
+        ``mu_k ~ N(loc_k, diag(var_k))``; each a number or an array of shape (K,) or (K, m).
+        Default ``(0, prior_var)``.
+    precision_prior : pair (df, scale), optional
+        ``Sigma_k^{-1} ~ Wishart(df_k, scale_k)``; ``df`` a number or (K,) (above ``m - 1``), ``scale``
+        a number (times the identity), (m, m) or (K, m, m). Default ``(m + 1, I / (m + 1))`` (mean
+        ``I``). For ``m = 1``, ``(2 a, 1 / (2 b))`` is the Gamma(a, b) prior of ``1 / sigma^2``.
+    transition_prior : number or array (K, K), default 1
+        Dirichlet concentrations of the rows of ``Pi`` (1: flat).
+    emission_cov : number or array, optional
+        Fixed emission covariances (a number times the identity, (K,) numbers, (m, m) or (K, m, m));
+        ``theta`` is then ``(eta, mu)``. Default: sampled, with ``psi`` in ``theta``.
+    initial : {"z0", "z1"}, default "z0"
+        Which state ``initial_probs`` is the law of: ``z_0``, one step before the first observation
+        (thesis Eq. 3.35), so that ``z_1 ~ initial_probs @ Pi``; or ``z_1``, the state of the first
+        observation (the textbook HMM).
+    initial_probs : array (K,), optional
+        The initial law (default uniform).
+
+    Notes
+    -----
+    Buffered windows that start after the first observation start from the stationary law of
+    ``Pi`` (treated as fixed) whatever ``initial`` is; see :mod:`sgmc.ssm.hmm_params` for the priors.
 
     Examples
     --------
@@ -172,22 +243,56 @@ class GaussianHMM(StateSpaceModel):
     >>> model = GaussianHMM(y, n_states=2)
     >>> model.grad_log_posterior(theta).shape
     (8,)
+    >>> textbook = GaussianHMM(y, n_states=2, emission_cov=1.0, initial="z1",
+    ...                        mean_prior=([3.0, 10.0], 1.0))      # theta = (eta, mu)
+    >>> textbook.param_names
+    ('eta[0,0]', 'eta[0,1]', 'eta[1,0]', 'eta[1,1]', 'mu[0,0]', 'mu[1,0]')
     """
 
-    def __init__(self, y: Any, n_states: int, *, prior_var: float = 100.0):
+    def __init__(
+        self,
+        y: Any,
+        n_states: int,
+        *,
+        prior_var: float = 100.0,
+        mean_prior: Any = None,
+        precision_prior: Any = None,
+        transition_prior: Any = None,
+        emission_cov: Any = None,
+        initial: str = "z0",
+        initial_probs: Any = None,
+    ):
         y_arr = y if is_array(y) else backends.asarray(y, backend="numpy")
         m = 1 if y_arr.ndim == 1 else int(y_arr.shape[-1])
         K = check_int(n_states, "n_states", minimum=2)
         tri = [i * m + j for i in range(m) for j in range(i + 1)]
-        dim = K * K + K * m + K * len(tri)
+        fixed = emission_cov is not None
+        dim = K * K + K * m + (0 if fixed else K * len(tri))
         super().__init__(y_arr, dim, 1, m)
+        if K > self.T:
+            msg = f"`n_states` ({K}) must not exceed the length of the series y (T = {self.T})"
+            raise ValueError(msg)
         self.K, self.m = K, m
+        xp, dt, dev = self.xp, self.dtype, self.device
         self.prior_var = check_positive(prior_var, "prior_var")
+        self.prior = make_prior(xp, K, m, dt, dev, prior_var=self.prior_var, mean_prior=mean_prior,
+                                precision_prior=precision_prior, transition_prior=transition_prior)
+        self.initial = check_choice(initial, "initial", ("z0", "z1"))
+        if initial_probs is None:
+            self._init = xp.ones((K,), dtype=dt, device=dev) / K
+        else:
+            p = xp.asarray(initial_probs, dtype=dt, device=dev)
+            if tuple(p.shape) != (K,) or not bool(xp.all(p >= 0)) or abs(float(xp.sum(p)) - 1.0) > 1e-8:
+                msg = f"`initial_probs` must be a probability vector of shape ({K},); got {initial_probs!r}"
+                raise ValueError(msg)
+            self._init = p
+        self._fixed_psi = fixed_precision_factor(xp, emission_cov, K, m, dt, dev) if fixed else None
         self._ntri = len(tri)
         self._E = _selector(self.xp, m * m, tri, self.dtype, self.device)
         names = [f"eta[{i},{j}]" for i in range(K) for j in range(K)]
         names += [f"mu[{k},{i}]" for k in range(K) for i in range(m)]
-        names += [f"psi[{k}][{p // m},{p % m}]" for k in range(K) for p in tri]
+        if not fixed:
+            names += [f"psi[{k}][{p // m},{p % m}]" for k in range(K) for p in tri]
         self.param_names = tuple(names)
 
     # -- parameters -------------------------------------------------------------------------------
@@ -197,6 +302,8 @@ class GaussianHMM(StateSpaceModel):
         lead = tuple(theta.shape[:-1])
         eta = xp.reshape(theta[..., : K * K], lead + (K, K))
         mu = xp.reshape(theta[..., K * K : K * K + K * m], lead + (K, m))
+        if self._fixed_psi is not None:
+            return eta, mu, xp.broadcast_to(self._fixed_psi, lead + (K, m, m))
         packed = xp.reshape(theta[..., K * K + K * m :], lead + (K, self._ntri))
         psi = xp.reshape(packed @ xp.matrix_transpose(self._E), lead + (K, m, m))
         return eta, mu, psi
@@ -215,45 +322,43 @@ class GaussianHMM(StateSpaceModel):
         return HMMParams(self._Pi(eta), mu, 0.5 * (Sigma + xp.matrix_transpose(Sigma)))
 
     def unconstrain(self, params: HMMParams) -> Array:
-        """``theta`` of ``(Pi, mu, Sigma)`` (``eta = log Pi``, ``psi`` with a positive diagonal)."""
+        """``theta`` of ``(Pi, mu, Sigma)`` (``eta = log Pi``, ``psi`` with a positive diagonal;
+        ``Sigma`` is ignored when the covariances are fixed)."""
         xp = self.xp
         Pi, mu, Sigma = params
+        Pi, mu = (xp.asarray(a, dtype=self.dtype, device=self.device) for a in (Pi, mu))
         lead = tuple(Pi.shape[:-2])
-        psi = xp.linalg.cholesky(xp.linalg.inv(Sigma))
-        packed = xp.reshape(xp.reshape(psi, lead + (self.K, self.m * self.m)) @ self._E, lead + (-1,))
-        return xp.concat([xp.reshape(xp.log(Pi), lead + (-1,)), xp.reshape(mu, lead + (-1,)), packed], axis=-1)
+        parts = [xp.reshape(xp.log(Pi), lead + (-1,)), xp.reshape(mu, lead + (-1,))]
+        if self._fixed_psi is None:
+            Sigma = xp.asarray(Sigma, dtype=self.dtype, device=self.device)
+            psi = xp.linalg.cholesky(xp.linalg.inv(Sigma))
+            parts.append(xp.reshape(xp.reshape(psi, lead + (self.K, self.m * self.m)) @ self._E, lead + (-1,)))
+        return xp.concat(parts, axis=-1)
 
     def _pack(self, geta, gmu, gpsi):
         xp = self.xp
         lead = tuple(geta.shape[:-2])
-        packed = xp.reshape(xp.reshape(gpsi, lead + (self.K, self.m * self.m)) @ self._E, lead + (-1,))
-        return xp.concat([xp.reshape(geta, lead + (-1,)), xp.reshape(gmu, lead + (-1,)), packed], axis=-1)
+        parts = [xp.reshape(geta, lead + (-1,)), xp.reshape(gmu, lead + (-1,))]
+        if self._fixed_psi is None:
+            parts.append(xp.reshape(xp.reshape(gpsi, lead + (self.K, self.m * self.m)) @ self._E, lead + (-1,)))
+        return xp.concat(parts, axis=-1)
 
     # -- prior ----------------------------------------------------------------------------------------
     def _jac(self):
         m = self.m
         return self.xp.asarray([float(m - i) for i in range(m)], dtype=self.dtype, device=self.device)
 
+    def _free_psi(self, psi):
+        return None if self._fixed_psi is not None else psi
+
     def log_prior(self, theta: Array) -> Array:
-        xp = self.xp
-        m = self.m
+        """Log prior density (up to a constant) of ``theta`` (..., dim); see :mod:`sgmc.ssm.hmm_params`."""
         eta, mu, psi = self._split(theta)
-        lp = xp.sum(eta - xp.exp(eta), axis=(-2, -1))
-        lp = lp - xp.sum(mu * mu, axis=(-2, -1)) / (2.0 * self.prior_var)
-        Lam = psi @ xp.matrix_transpose(psi)
-        d = xp.log(xp.abs(xp.linalg.diagonal(psi)))  # (..., K, m)
-        lp = lp - 0.5 * (m + 1) * xp.sum(xp.linalg.trace(Lam), axis=-1) + xp.sum(self._jac() * d, axis=(-2, -1))
-        return lp
+        return prior_terms(self.xp, self.prior, eta, mu, self._free_psi(psi), self._jac())
 
     def grad_log_prior(self, theta: Array) -> Array:
-        xp = self.xp
-        m = self.m
         eta, mu, psi = self._split(theta)
-        geta = 1.0 - xp.exp(eta)
-        gmu = -mu / self.prior_var
-        eye = xp.eye(m, dtype=self.dtype, device=self.device)
-        gpsi = -(m + 1) * psi + eye * (self._jac() / xp.linalg.diagonal(psi))[..., None, :]
-        return self._pack(geta, gmu, gpsi)
+        return self._pack(*prior_grads(self.xp, self.prior, eta, mu, self._free_psi(psi), self._jac()))
 
     # -- smoothing ------------------------------------------------------------------------------------
     def _stats(self, theta_b, y, p0, mask, weight):
@@ -262,10 +367,10 @@ class GaussianHMM(StateSpaceModel):
         eta, mu, psi = self._split(theta_b)
         Pi = self._Pi(eta)
         logp = _log_emission(xp, y, mu, psi)
-        ll, gamma, N, G = forward_backward(Pi, logp, p0, mask, weight, xp=xp)
+        ll, gamma, N, G = self._smooth(Pi, logp, p0, mask, weight)
         wg = gamma if weight is None else gamma * weight[..., None]  # (b, L, K)
         Y1 = xp.matrix_transpose(wg) @ y  # (b, K, m)
-        Y2 = xp.sum(wg[..., None, None] * (y[:, :, None, :, None] * y[:, :, None, None, :]), axis=1)  # (b, K, m, m)
+        Y2 = _second_moments(xp, wg, y)  # (b, K, m, m)
         geta = N - xp.sum(N, axis=-1, keepdims=True) * Pi
         Lam = psi @ xp.matrix_transpose(psi)
         Sigma = xp.linalg.inv(Lam)
@@ -273,35 +378,43 @@ class GaussianHMM(StateSpaceModel):
         gmu = (Lam @ (Y1 - Gk * mu)[..., None])[..., 0]
         outer = lambda a, c: a[..., :, None] * c[..., None, :]  # noqa: E731
         E = Y2 - outer(mu, Y1) - outer(Y1, mu) + Gk[..., None] * outer(mu, mu)
-        gpsi = (Gk[..., None] * Sigma - E) @ psi
+        gpsi = None if self._fixed_psi is not None else (Gk[..., None] * Sigma - E) @ psi
         return ll, self._pack(geta, gmu, gpsi)
 
+    def _smooth(self, Pi, logp, p0, mask, weight):
+        """Forward-backward with ``p0`` the law of ``z_0`` (``initial="z0"``) or of ``z_1`` (``"z1"``)."""
+        xp = self.xp
+        if self.initial == "z0":
+            return forward_backward(Pi, logp, p0, mask, weight, xp=xp)
+        fb = lambda *a: forward_backward(*a, xp=xp)  # noqa: E731
+        return first_state_smoother(xp, fb, Pi, logp, p0, mask, weight)
+
     def _p0_uniform(self, b):
-        return self.xp.ones((b, self.K), dtype=self.dtype, device=self.device) / self.K
+        """The initial law (``initial_probs``, default uniform) for ``b`` rows."""
+        return self.xp.broadcast_to(self._init[None, :], (b, self.K))
+
+    def _checked(self, theta: Any) -> tuple[Array, bool]:
+        """``theta`` as (chains, dim), finite, or ``ValueError`` naming it."""
+        theta, single = self._theta(theta)
+        check_finite(self.xp, theta, "theta")
+        return theta, single
 
     def log_lik(self, theta: Array, idx: Array | None = None) -> Array:
         """Exact log-likelihood by the forward algorithm, ``(chains,)``."""
         if idx is not None:
             self._not_iid()
         xp = self.xp
+        theta, _ = self._checked(theta)
         eta, mu, psi = self._split(theta)
         c = theta.shape[0]
         y = xp.broadcast_to(self.y[None, ...], (c,) + tuple(self.y.shape))
         logp = _log_emission(xp, y, mu, psi)
         Pi = self._Pi(eta)
-        shift = xp.max(logp, axis=-1, keepdims=True)
-        p = xp.exp(logp - shift)
-        ll = xp.sum(shift[..., 0], axis=-1)
-        a = self._p0_uniform(c)
-        for t in range(self.T):
-            a = (a[:, None, :] @ Pi)[:, 0, :] * p[:, t, :]
-            s = xp.sum(a, axis=-1)
-            ll = ll + xp.log(s)
-            a = a / s[:, None]
-        return ll
+        return self._smooth(Pi, logp, self._p0_uniform(c), None, None)[0]
 
     def log_lik_and_grad(self, theta: Array) -> tuple[Array, Array]:
         xp = self.xp
+        theta, _ = self._checked(theta)
         c = theta.shape[0]
         y = xp.broadcast_to(self.y[None, ...], (c,) + tuple(self.y.shape))
         return self._stats(theta, y, self._p0_uniform(c), None, None)
@@ -336,9 +449,9 @@ class GaussianHMM(StateSpaceModel):
         Pi, mu, Sigma = self.constrain(theta[None, :])
         cdf = xp.cumulative_sum(Pi[0], axis=-1)  # (K, K)
         u = rng.uniform((T + 1,), dtype=self.dtype)
-        z = xp.astype(rng.integers(self.K, (1,)), xp.int64)  # z_0 ~ uniform
-        states = []
-        for t in range(T):
+        z = categorical(u[:1][None, :], xp.cumulative_sum(self._init, axis=-1)[None, :])[0]  # initial law
+        states = [z] if self.initial == "z1" else []
+        for t in range(len(states), T):
             row = xp.take(cdf, z, axis=0)  # (1, K)
             z = categorical(u[t + 1 : t + 2][None, :], row)[0]
             states.append(z)

@@ -44,6 +44,7 @@ import math
 from typing import NamedTuple
 
 from .._array_api import Array, array_namespace, device_of
+from .._dispatch import native
 
 __all__ = [
     "KalmanStats",
@@ -465,6 +466,11 @@ def kalman_loglik(
     True
     """
     xp, y, m0, P0, mask, (b, L, n, m) = _prepare(A, Q, C, R, y, m0, P0, mask)
+    fast = native(xp, "kalman_stats")
+    if fast is not None:  # the backend's compiled filter
+        out = fast(A, Q, C, R, y, m0, P0, mask, None, smooth=False)
+        if out is not NotImplemented:
+            return out[0]
     if _is_scalar(A, C):
         a, q, c, r, p0 = _squeeze(xp, A, Q, C, R, P0)
         if mask is None and L >= FAST_MIN_LENGTH:
@@ -568,6 +574,12 @@ def kalman_stats(
     xp, y, m0, P0, mask, (b, L, n, m) = _prepare(A, Q, C, R, y, m0, P0, mask)
     dtype, dev = A.dtype, device_of(A)
     scalar = _is_scalar(A, C)
+    fast = native(xp, "kalman_stats")
+    if fast is not None:  # the backend's compiled recursion (the code below is its twin)
+        out = fast(A, Q, C, R, y, m0, P0, mask, weight)
+        if out is not NotImplemented:
+            W = xp.sum(weight, axis=-1) if weight is not None else xp.full((b,), float(L), dtype=dtype, device=dev)
+            return out[0], KalmanStats(*out[1:], W)
     if weight is None:
         weight = xp.ones((b, L), dtype=dtype, device=dev)
     if scalar:
