@@ -16,7 +16,14 @@ import pytest
 from array_api_compat import numpy as xp_np
 
 from sgmc.backends.cupy import _native
-from sgmc.backends.cupy._compile import ARCHITECTURES, KERNEL_FILES, compile_source, kernel_names
+from sgmc.backends.cupy._compile import (
+    ARCHITECTURES,
+    CUPY_ADDED_OPTIONS,
+    KERNEL_FILES,
+    compile_source,
+    kernel_names,
+    runtime_options,
+)
 
 try:
     from cupy_backends.cuda.libs import nvrtc as _nvrtc  # noqa: F401
@@ -69,6 +76,22 @@ def test_stein_kernel_compiles_at_the_largest_dimension():
     assert binary[:4] == b"\x7fELF"
 
 
+def test_offline_checks_compile_with_the_options_cupy_adds_at_run_time():
+    """The NVRTC checks and the report compile with what CuPy's RawModule adds (``-ftz=true`` ...)."""
+    import inspect
+
+    opts = runtime_options({"SGMC_BLOCK": 128}, "sm_90", "resample.cu")
+    assert opts[-len(CUPY_ADDED_OPTIONS):] == CUPY_ADDED_OPTIONS
+    assert "--fmad=false" in opts and "--gpu-architecture=sm_90" in opts and "-DSGMC_BLOCK=128" in opts
+    try:
+        from cupy.cuda import compiler
+    except ImportError as exc:
+        pytest.skip(f"CuPy is not installed ({exc})")
+    src = inspect.getsource(compiler)
+    for opt in CUPY_ADDED_OPTIONS:  # the installed CuPy still adds each one
+        assert f"'{opt}'" in src or f'"{opt}"' in src, opt
+
+
 def test_h100_occupancy_arithmetic():
     from sgmc.backends.cupy.report import occupancy
 
@@ -82,17 +105,73 @@ def test_h100_occupancy_arithmetic():
     assert occupancy(32, 100 * 1024, 256) == (0.25, 2, "shared memory")
 
 
+def _fits(r):
+    return r.spill_stores == 0 and r.spill_loads == 0 and r.stack == 0 and 0 < r.registers <= 255
+
+
 @pytest.mark.skipif(bool(_NVRTC), reason=_NVRTC or "nvrtc")
-def test_resource_report_covers_every_kernel_without_spills():
+def test_resource_report_covers_every_kernel_without_spills_or_stack():
     from sgmc.backends.cupy.report import markdown, resource_report
 
     rows = resource_report("sm_90")
     names = {r.kernel for r in rows}
     assert names == {n for f in KERNEL_FILES for n in kernel_names(f)}
     for r in rows:
-        assert 0 < r.registers <= 255 and 0 < r.occupancy <= 1.0, r
-        assert r.spill_stores == 0 and r.spill_loads == 0, r
+        assert 0 < r.occupancy <= 1.0, r
+        assert _fits(r), r
     assert markdown(rows).count("\n") == len(rows) + 1
+
+
+@pytest.mark.skipif(bool(_NVRTC), reason=_NVRTC or "nvrtc")
+def test_resource_report_reads_stack_frames():
+    from sgmc.backends.cupy.report import _parse
+
+    log = ("ptxas info    : Function properties for k\n"
+           "ptxas         .     368 bytes stack frame, 360 bytes spill stores, 364 bytes spill loads\n"
+           "ptxas info    : Used 254 registers, used 1 barriers, 368 bytes cumulative stack size, 24832 bytes smem\n")
+    assert _parse(log)["k"] == {"registers": 254, "spill_stores": 360, "spill_loads": 364, "stack": 368,
+                                "shared": 24832}
+
+
+def _stein_cap_rows(arch, kind_sfx):
+    from sgmc.backends.cupy.report import _rows
+
+    kind, sfx = kind_sfx.split("_")
+    cap = _native.stein_max_dim(kind, "float64" if sfx == "f64" else "float32")
+    out = {}
+    for d in sorted({1, 10, cap, cap + 1} - {_native.STEIN_MAX_DIM + 1}):
+        bs = _native.stein_block(d)
+        out[d] = {r.kernel: r for r in _rows("stein.cu", arch, {"SGMC_DIM": d, "SGMC_BLOCK": bs}, bs)}
+    return cap, out
+
+
+@pytest.mark.skipif(bool(_NVRTC), reason=_NVRTC or "nvrtc")
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.parametrize("kernel", ["joint_f64", "sum_f64", "joint_f32", "sum_f32"])
+def test_stein_cap_is_where_registers_stop_sufficing(arch, kernel):
+    """At d = 1, 10 and the kernel's cap everything fits registers; on the H100 (sm_90) one dimension
+    more spills (or the cap is the largest compiled dimension)."""
+    cap, rows = _stein_cap_rows(arch, kernel)
+    name = f"stein_{kernel}"
+    for d, table in rows.items():
+        if d <= cap:
+            assert _fits(table[name]), (d, table[name])
+        elif arch == "sm_90":
+            r = table[name]
+            assert r.stack > 0 or r.spill_stores > 0, f"{name} still fits registers at d = {d}: raise its cap"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(_NVRTC), reason=_NVRTC or "nvrtc")
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_stein_report_has_no_stack_frame_at_any_supported_dimension(arch):
+    from sgmc.backends.cupy.report import stein_report
+
+    rows = stein_report(arch)
+    dims = {int(r.kernel.split("@")[1]) for r in rows}
+    assert dims == set(range(1, _native.STEIN_MAX_DIM + 1))
+    bad = [r for r in rows if not _fits(r)]
+    assert not bad, bad
 
 
 @pytest.mark.skipif(bool(_NVRTC), reason=_NVRTC or "nvrtc")
@@ -191,6 +270,28 @@ def test_stein_kernel_matches_twin(emu, kind):
                 assert _rel(got, want) < 1e-12, (n, d, pre, beta, tri)
 
 
+@pytest.mark.parametrize("kind", ["joint", "sum"])
+def test_stein_kernel_at_its_cap_and_the_twin_above(emu, kind):
+    """At the kernel's largest dimension it matches the twin; one dimension more runs the twin itself."""
+    from sgmc.diagnostics import _stein
+
+    class NoKernels:
+        lib = np
+
+        def kernel(self, *args):
+            raise AssertionError("the twin should run above the cap")
+
+    rng = np.random.default_rng(12)
+    cap = _native.stein_max_dim(kind, np.float64)
+    for d, rt in [(cap, emu), (cap + 1, NoKernels())]:
+        x = rng.normal(size=(70, d))
+        s = -x + 0.2 * rng.normal(size=(70, d))
+        st = _stein.make_stein(xp_np, x, s, _stein.resolve_preconditioner(xp_np, x, "med"), 1.0, -0.4, kind)
+        got = _native.stein_row_sums(rt, xp_np, st, 64, "upper")
+        want = _stein.row_sums_twin(xp_np, st, 64, "upper")
+        assert _rel(got, want) < 1e-12, d
+
+
 def test_stein_kernel_float32(emu):
     from sgmc.diagnostics import _stein
 
@@ -268,6 +369,86 @@ def _terms_scale(model, theta, idx, weights):
     if weights is not None:
         g = g * np.abs(weights)[..., None]
     return g.sum(axis=1)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_glm_difference_kernel_matches_twin(emu, dtype):
+    """The control-variate difference: one launch, residuals subtracted before rounding, like the twin."""
+    from sgmc.models import LinearRegression, LogisticRegression
+
+    rng = np.random.default_rng(16)
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    # several blocks per chain (1 chain, 1000 data), a few chains, dim above the block
+    for n, d, chains, batch in [(2000, 6, 1, 1000), (500, 5, 7, 130), (300, 150, 3, 10)]:
+        X = rng.normal(size=(n, d)).astype(dtype)
+        y = (rng.random(n) < 0.5).astype(dtype)
+        for model, kind, param in [
+            (LogisticRegression(X, y), "logistic", 0.0),
+            (LinearRegression(X, y, noise_var=0.7), "linear", 0.7),
+        ]:
+            theta = rng.normal(size=(chains, d)).astype(dtype)
+            centre = (theta + 0.01 * rng.normal(size=(chains, d))).astype(dtype)
+            idx = rng.integers(0, n, (chains, batch))
+            w = rng.random((chains, batch)).astype(dtype)
+            for weights in (None, w):
+                got = _native.glm_grad_log_lik_diff_sum(emu, kind, X, y, theta, centre, idx, weights, param)
+                want = model._grad_diff_sum(theta, centre, idx, weights)
+                assert got.dtype == want.dtype and got.shape == want.shape
+                # rounding of eta and of each residual: the yardstick is both points' terms
+                terms = np.abs(model.grad_log_lik(theta, idx)) + np.abs(model.grad_log_lik(centre, idx))
+                if weights is not None:
+                    terms = terms * np.abs(weights)[..., None]
+                scale = terms.sum(axis=1)
+                assert np.all(np.abs(got - want) <= tol * np.maximum(scale, 1e-30)), (n, d, kind)
+
+
+def test_glm_difference_near_the_centre_in_float32(emu):
+    """theta = centre + 1e-4: the difference is small next to either sum, so subtracting two float32
+    sums would lose it; subtracting per datum keeps it to float32 rounding of the difference itself."""
+    from sgmc.models import LogisticRegression
+
+    rng = np.random.default_rng(17)
+    n, d, chains, batch = 40_000, 4, 2, 16_000  # sums of thousands: float32 keeps ~1e-4 of them
+    X64 = rng.normal(size=(n, d))
+    y64 = (rng.random(n) < 0.5).astype(np.float64)
+    centre64 = rng.normal(size=(chains, d))
+    theta64 = centre64 + 1e-4 * rng.normal(size=(chains, d))
+    X, y = X64.astype(np.float32), y64.astype(np.float32)
+    theta, centre = theta64.astype(np.float32), centre64.astype(np.float32)
+    idx = rng.integers(0, n, (chains, batch))
+    got = _native.glm_grad_log_lik_diff_sum(emu, "logistic", X, y, theta, centre, idx, None, 0.0)
+    # the exact difference of the float32 inputs, in float64
+    m64 = LogisticRegression(X.astype(np.float64), y.astype(np.float64))
+    exact = m64._grad_diff_sum(theta.astype(np.float64), centre.astype(np.float64), idx, None)
+    twin = LogisticRegression(X, y)._grad_diff_sum(theta, centre, idx, None)
+    err = np.abs(got.astype(np.float64) - exact)
+    # the twin's own error (float32 residuals, per datum) bounds what the kernel may lose
+    assert np.max(err) <= 4 * max(np.max(np.abs(twin.astype(np.float64) - exact)), 1e-7 * np.max(np.abs(exact)))
+    # two float32 sums subtracted would be off by about eps32 * |sum| >> |difference| * 1e-3
+    a = _native.glm_grad_log_lik_sum(emu, "logistic", X, y, theta, idx, None, 0.0)
+    b = _native.glm_grad_log_lik_sum(emu, "logistic", X, y, centre, idx, None, 0.0)
+    assert np.max(np.abs((a - b).astype(np.float64) - exact)) > 10 * np.max(err)
+
+
+def test_glm_spreads_few_chains_over_blocks():
+    assert _native.glm_splits(1, 1000) == 8  # one tile of 128 data per block at least
+    assert _native.glm_splits(1, 100_000) == _native.SPREAD_BLOCKS
+    assert _native.glm_splits(1024, 100) == 1
+    assert _native.glm_splits(100, 1000) == 3  # 300 blocks >= SPREAD_BLOCKS
+
+
+def test_emulator_rejects_none_pointers(emu):
+    """CuPy 13.0-13.6 pass None as a non-null pointer, so host code passes NULL as the integer 0."""
+    k = emu.kernel("stochvol.cu", "stochvol_step_f64", {"SGMC_BLOCK": 256})
+    a = np.zeros((1, 4))
+    one = np.ones(1)
+    out = [np.empty((1, 4)) for _ in range(3)] + [np.empty(1)]
+    with pytest.raises(TypeError, match="w_prev.*None"):
+        k((1,), (256,), (a, a, None, one, one, one, one, *out, np.int64(4)))
+    with pytest.raises(TypeError, match="only 0"):
+        k((1,), (256,), (a, a, 7, one, one, one, one, *out, np.int64(4)))
+    k((1,), (256,), (a, a, _native.NULL, one, one, one, one, *out, np.int64(4)))  # NULL runs
+    np.testing.assert_allclose(out[2], 0.25)  # no previous weights: uniform
 
 
 def test_glm_native_declines_mixed_dtypes(emu):

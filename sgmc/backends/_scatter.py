@@ -35,10 +35,11 @@ def scatter_add_torch(m: int, index: Any, values: Any) -> Any:
 
 
 def scatter_add_cupy(m: int, index: Any, values: Any) -> Any:
-    """CuPy: ``cupyx.scatter_add`` (atomic adds) into a zero array."""
+    """CuPy: ``cupyx.scatter_add`` (atomic adds) into a zero array on the values' device."""
     import cupy as cp
     import cupyx
 
-    out = cp.zeros((m, values.shape[1]), dtype=values.dtype)
-    cupyx.scatter_add(out, index, values)
+    with values.device:
+        out = cp.zeros((m, values.shape[1]), dtype=values.dtype)
+        cupyx.scatter_add(out, index, values)
     return out

@@ -79,7 +79,15 @@ class EmuKernel:
         for (t, ptr, pname), a in zip(self.params, args):
             if ptr:
                 if a is None:
-                    conv.append(None)
+                    # CuPy 13.0-13.6 pass None as an undefined non-null pointer: a kernel that
+                    # tests for null would read from it. Host code passes the integer 0 instead.
+                    msg = f"{self.name}: `{pname}` is None; pass a null pointer as the integer 0"
+                    raise TypeError(msg)
+                if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
+                    if int(a) != 0:
+                        msg = f"{self.name}: `{pname}` is the integer {int(a)}; only 0 (null) is a pointer"
+                        raise TypeError(msg)
+                    conv.append(None)  # ctypes passes None as a NULL void*
                     continue
                 if not isinstance(a, np.ndarray) or not a.flags.c_contiguous:
                     msg = f"{self.name}: `{pname}` must be a C-contiguous NumPy array"

@@ -34,14 +34,20 @@ import numpy as np
 from .. import _scatter
 from .._base import Backend, Generator, numpy_dtype, set_rows_inplace
 
-__all__ = ["CupyGenerator", "device_available", "device_status", "make_backend", "INSTALL_HINT"]
+__all__ = ["CupyGenerator", "device_available", "device_status", "nvrtc_status", "make_backend", "INSTALL_HINT",
+           "STATE_SIZE"]
 
 #: How to install what this backend needs.
 INSTALL_HINT = 'pip install "sgmc[gpu]"'
 
 
 def device_status() -> tuple[bool, str]:
-    """``(usable, reason)``: whether CuPy imports and sees a CUDA device, and if not, why. Never raises."""
+    """``(usable, reason)``: whether CuPy imports, sees a CUDA device and can compile kernels; never raises.
+
+    "Usable" needs the NVRTC library as well as a device: a machine with the driver but without
+    NVRTC would otherwise pass this check and fail on the first kernel. The reason starts with
+    "unusable" when CuPy is installed but the GPU cannot run sgmc's kernels.
+    """
     try:
         import cupy
     except Exception as exc:  # noqa: BLE001 - ImportError, or a broken installation
@@ -56,7 +62,22 @@ def device_status() -> tuple[bool, str]:
         )
     if count < 1:
         return False, f"CuPy {cupy.__version__} is installed but the CUDA runtime reports no device"
+    why = nvrtc_status()
+    if why:
+        return False, f"unusable: CuPy {cupy.__version__} sees {count} CUDA device(s) but {why}"
     return True, ""
+
+
+def nvrtc_status() -> str:
+    """Why the NVRTC library (run-time compiler of the kernels) cannot load, or "" when it can."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as exc:  # noqa: BLE001 - missing or broken library
+        return (f"the NVRTC library does not load ({type(exc).__name__}: {exc}); install the CUDA runtime "
+                f"compiler matching CuPy's CUDA (for CUDA 12: pip install nvidia-cuda-nvrtc-cu12)")
+    return ""
 
 
 def device_available() -> bool:
@@ -78,8 +99,30 @@ def _device(device: Any) -> Any:
     raise TypeError(msg)
 
 
+#: cuRAND states of every generator: a fixed number, so that a generator's numbers and its saved
+#: state do not depend on the card (CuPy's default is meant to follow the SM count). With this many
+#: states, a draw of up to 32,768 numbers uses one state per number.
+STATE_SIZE = 32768
+
+
+def _seed_sequence_state(ss: np.random.SeedSequence) -> dict:
+    """A SeedSequence as plain data (ints and lists of ints)."""
+    entropy = ss.entropy
+    if not isinstance(entropy, (int, np.integer)):
+        entropy = [int(e) for e in entropy]
+    else:
+        entropy = int(entropy)
+    return {"entropy": entropy, "spawn_key": [int(k) for k in ss.spawn_key], "pool_size": int(ss.pool_size),
+            "n_children_spawned": int(ss.n_children_spawned)}
+
+
+def _seed_sequence(st: dict) -> np.random.SeedSequence:
+    return np.random.SeedSequence(st["entropy"], spawn_key=tuple(st["spawn_key"]), pool_size=st["pool_size"],
+                                  n_children_spawned=st["n_children_spawned"])
+
+
 class CupyGenerator(Generator):
-    """Generator drawing on one CUDA device with ``cupy.random.Generator``."""
+    """Generator drawing on one CUDA device with ``cupy.random.Generator`` (XORWOW, :data:`STATE_SIZE` states)."""
 
     def __init__(self, backend: Backend, seed_seq: np.random.SeedSequence, device: Any = None):
         import cupy
@@ -89,7 +132,7 @@ class CupyGenerator(Generator):
         self._seed_seq = seed_seq
         seed = int(seed_seq.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
         with self.device:
-            self._gen = cupy.random.Generator(cupy.random.XORWOW(seed))
+            self._gen = cupy.random.Generator(cupy.random.XORWOW(seed, size=STATE_SIZE))
 
     def normal(self, shape, dtype=None):
         dt = np.float64 if dtype is None else numpy_dtype(dtype)
@@ -111,27 +154,41 @@ class CupyGenerator(Generator):
     def spawn(self, n):
         return [CupyGenerator(self.backend, s, self.device) for s in self._seed_seq.spawn(n)]
 
-    # Checkpoints pickle generators: the cuRAND state lives in device memory (the bit generator's
-    # ``_state`` bytes), so it travels as a host copy and is written back into a generator built
-    # from the same seed sequence.
-    def __getstate__(self):
+    # Checkpoints store generators as data: the backend's name, the device's number, the seed
+    # sequence as ints, and the cuRAND states (device memory) as a host copy of their bytes, which
+    # are written back into a generator built from the same seed sequence. The states' size is
+    # fixed (STATE_SIZE), so a state saved on one card resumes on another.
+    def __getstate__(self) -> dict:
         import cupy
 
-        device = getattr(self.device, "id", self.device)
-        state = cupy.asnumpy(self._gen.bit_generator._state)
-        return {"backend": self.backend, "device": device, "seed_seq": self._seed_seq, "state": state}
+        with self.device:
+            state = cupy.asnumpy(self._gen.bit_generator._state)
+        return {"backend": "cupy", "device": int(self.device.id), "seed_seq": _seed_sequence_state(self._seed_seq),
+                "state_size": STATE_SIZE, "state": state}
 
-    def __setstate__(self, st):
+    def __setstate__(self, st: dict) -> None:
         import cupy
 
-        device = st["device"]
-        if isinstance(device, int):
-            device = cupy.cuda.Device(device)
-        self.__init__(st["backend"], st["seed_seq"], device)
-        self._gen.bit_generator._state[...] = cupy.asarray(st["state"])
+        if int(st.get("state_size", STATE_SIZE)) != STATE_SIZE:
+            msg = (f"the saved generator has {st['state_size']} cuRAND states; this version of sgmc uses "
+                   f"{STATE_SIZE}, so the state cannot be resumed")
+            raise ValueError(msg)
+        device = int(st["device"])
+        if device >= cupy.cuda.runtime.getDeviceCount():
+            device = None  # saved on a device this machine lacks: resume on the current one
+        self.__init__(_MADE[0] if _MADE else make_backend(), _seed_sequence(st["seed_seq"]), device)
+        state = np.asarray(st["state"])
+        current = self._gen.bit_generator._state
+        if state.dtype != np.dtype(current.dtype) or state.shape != tuple(current.shape):
+            msg = (f"the saved cuRAND state is {state.dtype} {state.shape}; this CuPy keeps "
+                   f"{current.dtype} {tuple(current.shape)}")
+            raise ValueError(msg)
+        with self.device:
+            current[...] = cupy.asarray(state)
 
 
 _RUNTIME: list = []
+_MADE: list = []  # the backend made by make_backend (the registry makes it once per process)
 
 
 def _runtime() -> Any:
@@ -205,7 +262,15 @@ def make_backend() -> Backend:
         if dtype is not None:
             a = np.asarray(a, dtype=numpy_dtype(dtype))
         with _device(device):
-            return cupy.asarray(a)
+            # C order on the device, once: the kernels read rows contiguously
+            return cupy.ascontiguousarray(cupy.asarray(a))
+
+    def contiguous(a):
+        """The array itself when C-contiguous, else a C-contiguous copy on its own device."""
+        if a.flags.c_contiguous:
+            return a
+        with a.device:
+            return cupy.ascontiguousarray(a)
 
     def sync():
         cupy.cuda.Device().synchronize()  # all streams of the current device
@@ -221,9 +286,12 @@ def make_backend() -> Backend:
         from_host=from_host,
         default_device=None,
         synchronize=sync,
-        native={**native_table(), "set_rows": set_rows_inplace, "scatter_add": _scatter.scatter_add_cupy},
+        native={**native_table(), "set_rows": set_rows_inplace, "scatter_add": _scatter.scatter_add_cupy,
+                "contiguous": contiguous},
         is_available=device_available,
         unavailable_reason=why,
         on_cpu=lambda device: False,
     )
+    if not _MADE:
+        _MADE.append(backend)
     return backend

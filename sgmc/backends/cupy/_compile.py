@@ -22,6 +22,8 @@ __all__ = [
     "kernel_source",
     "kernel_names",
     "nvrtc_options",
+    "CUPY_ADDED_OPTIONS",
+    "runtime_options",
     "compile_source",
     "CupyRuntime",
 ]
@@ -42,6 +44,13 @@ ARCHITECTURES = ("sm_80", "sm_90")
 #: Extra compiler options per file. Resampling must reproduce its twins' rounding exactly, so no
 #: multiply-add may be fused there.
 EXTRA_OPTIONS: dict[str, tuple[str, ...]] = {"resample.cu": ("--fmad=false",)}
+
+#: Options CuPy adds to every run-time compile of a ``RawModule`` (``cupy/cuda/compiler.py``, CuPy
+#: 13 and 14): denormals flushed to zero in single precision, and functions without a space
+#: qualifier compiled as device code. CuPy also adds ``-arch=sm_<cc>`` for the current device (here,
+#: ``--gpu-architecture``) and, with NVRTC 12.8 or later, ``--pch`` (a precompiled-header cache,
+#: no effect on the code). The offline checks compile with these too, so they check what runs.
+CUPY_ADDED_OPTIONS: tuple[str, ...] = ("--device-as-default-execution-space", "-ftz=true")
 
 _SOURCES: dict[str, str] = {}
 
@@ -66,12 +75,22 @@ def kernel_names(filename: str) -> list[str]:
 def nvrtc_options(
     defines: dict[str, int] | None = None, arch: str | None = None, filename: str | None = None
 ) -> tuple[str, ...]:
-    """Compiler options shared by CuPy's RawModule and the offline checks."""
+    """Options sgmc passes to ``cupy.RawModule`` (CuPy adds :data:`CUPY_ADDED_OPTIONS` and the architecture)."""
     opts = ["-std=c++17", *EXTRA_OPTIONS.get(filename or "", ())]
     if arch is not None:
         opts.append(f"--gpu-architecture={arch}")
     opts += [f"-D{k}={int(v)}" for k, v in sorted((defines or {}).items())]
     return tuple(opts)
+
+
+def runtime_options(
+    defines: dict[str, int] | None = None, arch: str = "sm_90", filename: str | None = None
+) -> tuple[str, ...]:
+    """Every option of the run-time compile for ``arch``: sgmc's own, then what CuPy adds.
+
+    This is what :func:`compile_source` (the offline NVRTC checks and the resource report) uses.
+    """
+    return (*nvrtc_options(defines, arch, filename), *CUPY_ADDED_OPTIONS)
 
 
 def compile_source(
@@ -110,7 +129,7 @@ def _compile(
         raise ImportError(msg) from exc
     src = kernel_source(filename)
     defines = dict(KERNEL_FILES[filename]) if defines is None else defines
-    opts = list(nvrtc_options(defines, arch, filename))
+    opts = list(runtime_options(defines, arch, filename))
     if verbose:
         opts.append("--ptxas-options=-v")
     try:
@@ -139,7 +158,9 @@ class CupyRuntime:
 
     ``lib`` is the ``cupy`` module; :meth:`kernel` returns a callable ``f(grid, block, args)``.
     The host code in :mod:`sgmc.backends.cupy._native` is written against this small interface,
-    which the tests also implement on the CPU.
+    which the tests also implement on the CPU. Modules and the functions looked up in them are
+    cached per (file, defines, device) and (file, defines, device, name): CuPy does not cache
+    ``RawModule.get_function``, which would otherwise run on every launch.
     """
 
     def __init__(self) -> None:
@@ -147,11 +168,15 @@ class CupyRuntime:
 
         self.lib = cupy
         self._modules: dict[tuple, Any] = {}
+        self._functions: dict[tuple, Callable] = {}
 
     def kernel(self, filename: str, name: str, defines: dict[str, int] | None = None) -> Callable:
-        key = (filename, tuple(sorted((defines or {}).items())), self.lib.cuda.Device().id)
-        mod = self._modules.get(key)
-        if mod is None:
-            mod = self.lib.RawModule(code=kernel_source(filename), options=nvrtc_options(defines, None, filename))
-            self._modules[key] = mod
-        return mod.get_function(name)
+        key = (filename, tuple(sorted((defines or {}).items())), self.lib.cuda.runtime.getDevice(), name)
+        fn = self._functions.get(key)
+        if fn is None:
+            mod = self._modules.get(key[:3])
+            if mod is None:
+                mod = self.lib.RawModule(code=kernel_source(filename), options=nvrtc_options(defines, None, filename))
+                self._modules[key[:3]] = mod
+            fn = self._functions[key] = mod.get_function(name)
+        return fn

@@ -14,7 +14,10 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "NULL",
     "STEIN_MAX_DIM",
+    "STEIN_MAX_DIMS",
+    "stein_max_dim",
     "stein_block",
     "resample_systematic",
     "resample_stratified",
@@ -29,15 +32,44 @@ __all__ = [
 
 _THREADS = 256  # one-thread-per-element kernels
 
-#: Largest dimension the Stein pair kernel handles (a row's features live in registers); beyond it
-#: the blocked array-API version runs, whose tiles are matrix products that suit a GPU at large d.
-STEIN_MAX_DIM = 32
+#: A null pointer argument. CuPy 13.0 to 13.6 pass ``None`` to a kernel as an undefined non-null
+#: pointer, so an absent array is always the integer 0, never ``None``.
+NULL = np.uint64(0)
+
+#: Blocks that keep a large GPU busy whatever the card (two per SM of an H100, 132 SMs): kernels that
+#: would launch one block per row spread rows over several blocks, or leave few rows to the twin.
+#: A constant, not the device's SM count, so that results do not depend on the card.
+SPREAD_BLOCKS = 264
+
+#: Fewer rows than this leave SMs of a large GPU idle with one block per row (an H100 has 132).
+FEW_ROWS = 132
+
+#: Largest dimension the Stein pair kernels handle, per (kind, dtype): a row's features (and for the
+#: per-coordinate kind its accumulators) live in registers, and above these d ptxas spills them to a
+#: stack frame (``python -m sgmc.backends.cupy.report --stein`` shows where). Beyond the cap the
+#: blocked array-API version runs, whose tiles are matrix products that suit a GPU at large d.
+STEIN_MAX_DIMS: dict[tuple[str, str], int] = {
+    ("joint", "float64"): 25,  # sm_90 spills from d = 26, sm_80 from 27
+    ("sum", "float64"): 18,  # both spill from d = 19
+    ("joint", "float32"): 32,  # fits at every d up to 32 (165 registers at 32)
+    ("sum", "float32"): 31,  # both spill at d = 32
+}
+
+#: The largest of :data:`STEIN_MAX_DIMS` (dimensions the kernels are compiled for).
+STEIN_MAX_DIM = max(STEIN_MAX_DIMS.values())
+
+#: Subsets larger than this run the twin: the first-distinct kernel scans a row's earlier draws
+#: for each draw, which costs about size**2 / 2 loads per row.
+SUBSAMPLE_MAX_SIZE = 512
 
 _SHARED_BUDGET = 40 * 1024  # bytes of static shared memory per block for the column tiles
 
 
 def _suffix(dtype: Any) -> str:
-    dt = np.dtype(str(dtype).rsplit(".", 1)[-1])
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:  # a namespace's own dtype object, e.g. array_api_strict.float64
+        dt = np.dtype(str(dtype).rsplit(".", 1)[-1])
     if dt == np.float64:
         return "f64"
     if dt == np.float32:
@@ -91,12 +123,6 @@ def resample_stratified(rt: Any, weights: Any, uniforms: Any) -> Any:
     return _launch_rows(rt, "resample_stratified", batch, n, cum, u)
 
 
-def _sorted_search(rt: Any, cdf01: Any, s: Any, base: Any) -> Any:
-    lib = rt.lib
-    batch, n = cdf01.shape
-    return _launch_rows(rt, "resample_sorted", batch, n, lib.ascontiguousarray(cdf01), lib.ascontiguousarray(s), base)
-
-
 def resample_multinomial(rt: Any, weights: Any, uniforms: Any) -> Any:
     """Native ``resample_multinomial``: order statistics by the twin's O(N) recursion, then one pass."""
     from ...ssm.resampling import sorted_uniforms
@@ -106,7 +132,8 @@ def resample_multinomial(rt: Any, weights: Any, uniforms: Any) -> Any:
     batch, n = cum.shape
     last = lib.full((batch, 1), float(n), dtype=lib.float64)
     v = lib.concatenate([cum[:, :-1] * (float(n) / cum[:, -1:]), last], axis=1)
-    return _sorted_search(rt, v / float(n), sorted_uniforms(uniforms), None)
+    s = lib.ascontiguousarray(sorted_uniforms(uniforms))
+    return _launch_rows(rt, "resample_multinomial", batch, n, lib.ascontiguousarray(v / float(n)), s)
 
 
 def resample_residual(rt: Any, weights: Any, uniforms: Any) -> Any:
@@ -124,11 +151,18 @@ def resample_residual(rt: Any, weights: Any, uniforms: Any) -> Any:
     tot = cf[:, -1:]
     cf01 = lib.where(tot > 0.0, cf / lib.where(tot > 0.0, tot, 1.0), 1.0)
     s = sorted_uniforms(uniforms, r_count)
-    return _sorted_search(rt, cf01, s, lib.ascontiguousarray(det))
+    batch = w.shape[0]
+    return _launch_rows(rt, "resample_residual", batch, n, lib.ascontiguousarray(cf01), lib.ascontiguousarray(s),
+                        lib.ascontiguousarray(det))
 
 
 # ------------------------------------------------------------------------------------------------
 # KSD: twin sgmc.diagnostics._stein.row_sums_twin, name "stein_row_sums"
+
+
+def stein_max_dim(kind: str, dtype: Any) -> int:
+    """Largest dimension the Stein kernel of ``kind`` ("joint" or "sum") runs in ``dtype``."""
+    return STEIN_MAX_DIMS[(kind, "float64" if _suffix(dtype) == "f64" else "float32")]
 
 
 def stein_block(dim: int) -> int:
@@ -146,12 +180,12 @@ def stein_row_sums(rt: Any, xp: Any, st: Any, block: int, triangle: str) -> Any:
     """Native twin of :func:`sgmc.diagnostics._stein.row_sums`: the same sums, from one pair kernel.
 
     ``block`` sizes the twin's tiles (its memory); the kernel tiles by its own block of threads, so
-    here it only matters for dimensions above :data:`STEIN_MAX_DIM`, which run the twin.
+    here it only matters for dimensions above :func:`stein_max_dim`, which run the twin.
     """
     from ...diagnostics import _stein
 
     lib = rt.lib
-    if st.pair is None or st.pair[0].shape[1] > STEIN_MAX_DIM:
+    if st.pair is None or st.pair[0].shape[1] > stein_max_dim(st.kind, st.pair[0].dtype):
         return _stein.row_sums_twin(xp, st, block, triangle)
     x, u, c2, tr, diag = st.pair
     n, d = x.shape
@@ -188,6 +222,65 @@ def stein_row_sums(rt: Any, xp: Any, st: Any, block: int, triangle: str) -> Any:
 # GLM minibatch gradient: twin sgmc.models.glm._GLM._grad_log_lik_sum, name "glm_grad_log_lik_sum"
 
 _GLM_KINDS = {"logistic": 0, "linear": 1}
+_GLM_BLOCK = 128
+
+
+def glm_splits(chains: int, batch: int) -> int:
+    """Blocks per chain: enough for :data:`SPREAD_BLOCKS` in all, at least one tile of data each."""
+    want = max(1, -(-SPREAD_BLOCKS // max(chains, 1)))
+    return max(1, min(want, -(-batch // _GLM_BLOCK)))
+
+
+def _glm_launch(rt: Any, kind: str, X: Any, y: Any, theta: Any, centre: Any, idx: Any, weights: Any,
+                param: float) -> Any:
+    lib = rt.lib
+    if (
+        kind not in _GLM_KINDS
+        or theta.ndim != 2
+        or idx.ndim != 2
+        or X.ndim != 2
+        or theta.shape[0] != idx.shape[0]
+        or theta.shape[1] != X.shape[1]
+        or theta.dtype != X.dtype
+        or y.dtype != X.dtype
+        or (centre is not None and (centre.shape != theta.shape or centre.dtype != X.dtype))
+        or (weights is not None and (weights.dtype != X.dtype or weights.shape != idx.shape))
+        or X.dtype not in (lib.float32, lib.float64)
+    ):
+        return NotImplemented
+    chains, batch = idx.shape
+    dim = X.shape[1]
+    splits = glm_splits(chains, batch)
+    part = lib.empty((chains * splits, dim), dtype=lib.float64)
+    if chains * dim == 0:
+        return lib.zeros((chains, dim), dtype=X.dtype)
+    k = rt.kernel("glm.cu", f"glm_grad_{_suffix(X.dtype)}", {"SGMC_BLOCK": _GLM_BLOCK})
+
+    def c(a):
+        # the model's data are contiguous from the start (made so when it is built or moved); this
+        # copies only per-call arrays that arrive strided
+        return a if a.flags.c_contiguous else lib.ascontiguousarray(a)
+
+    k(
+        (chains * splits,),
+        (_GLM_BLOCK,),
+        (
+            c(X),
+            c(y),
+            c(theta),
+            NULL if centre is None else c(centre),
+            c(idx if idx.dtype == lib.int64 else idx.astype(lib.int64)),
+            NULL if weights is None else c(weights),  # no per-call array of ones
+            part,
+            np.int64(batch),
+            np.int64(dim),
+            np.int64(splits),
+            np.int32(_GLM_KINDS[kind]),
+            X.dtype.type(param),
+        ),
+    )
+    out = part if splits == 1 else lib.sum(lib.reshape(part, (chains, splits, dim)), axis=1)
+    return out.astype(X.dtype, copy=False)
 
 
 def glm_grad_log_lik_sum(
@@ -198,61 +291,17 @@ def glm_grad_log_lik_sum(
     Returns ``NotImplemented`` for inputs the kernel does not take (mixed dtypes, other shapes), so
     that the caller runs its twin.
     """
-    lib = rt.lib
-    if (
-        kind not in _GLM_KINDS
-        or theta.ndim != 2
-        or idx.ndim != 2
-        or theta.shape[0] != idx.shape[0]
-        or theta.dtype != X.dtype
-        or y.dtype != X.dtype
-        or (weights is not None and (weights.dtype != X.dtype or weights.shape != idx.shape))
-        or X.dtype not in (lib.float32, lib.float64)
-    ):
-        return NotImplemented
-    chains, batch = idx.shape
-    dim = X.shape[1]
-    if weights is None:
-        weights = lib.ones(idx.shape, dtype=X.dtype)  # r * 1 == r exactly
-    out = lib.empty((chains, dim), dtype=lib.float64)
-    bs = 128
-    k = rt.kernel("glm.cu", f"glm_grad_{_suffix(X.dtype)}", {"SGMC_BLOCK": bs})
-    k(
-        (max(1, chains),),
-        (bs,),
-        (
-            lib.ascontiguousarray(X),
-            lib.ascontiguousarray(y),
-            lib.ascontiguousarray(theta),
-            lib.ascontiguousarray(idx.astype(lib.int64, copy=False)),
-            lib.ascontiguousarray(weights),
-            out,
-            np.int64(batch),
-            np.int64(dim),
-            np.int32(_GLM_KINDS[kind]),
-            X.dtype.type(param),
-        ),
-    )
-    return out.astype(X.dtype, copy=False)
+    return _glm_launch(rt, kind, X, y, theta, None, idx, weights, param)
 
 
 def glm_grad_log_lik_diff_sum(
     rt: Any, kind: str, X: Any, y: Any, theta: Any, centre: Any, idx: Any, weights: Any, param: float
 ) -> Any:
-    """The control-variate difference ``sum_b w_cb (r(x . theta_c) - r(x . centre_c)) x``: two launches
-    of the gradient kernel on the same indices (on a GPU the second read of the rows mostly hits the
-    cache, so one fused kernel would gain little).
+    """The control-variate difference ``sum_b w_cb (r(x . theta_c) - r(x . centre_c)) x``: one launch,
+    one gather of each row, the two residuals subtracted in the model's dtype before the sum (as the
+    twin ``_GLM._grad_diff_sum`` does), never two rounded sums subtracted.
     """
-    lib = rt.lib
-    if centre.shape != theta.shape:
-        return NotImplemented
-    a = glm_grad_log_lik_sum(rt, kind, X, y, theta, idx, weights, param)
-    if a is NotImplemented:
-        return a
-    b = glm_grad_log_lik_sum(rt, kind, X, y, lib.ascontiguousarray(centre), idx, weights, param)
-    if b is NotImplemented:
-        return b
-    return a - b
+    return _glm_launch(rt, kind, X, y, theta, centre, idx, weights, param)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -262,10 +311,17 @@ def glm_grad_log_lik_diff_sum(
 def stochvol_step(
     rt: Any, x_prev: Any, eps: Any, y: Any, phi: Any, sigma: Any, tau: Any, w_prev: Any = None
 ) -> tuple:
-    """Native twin of :func:`sgmc.ssm.fused.sv_bootstrap_step`: ``(x, log_weight, weights, loglik)``."""
+    """Native twin of :func:`sgmc.ssm.fused.sv_bootstrap_step`: ``(x, log_weight, weights, loglik)``.
+
+    One block per filter: with fewer filters than :data:`FEW_ROWS` and many particles each, the
+    twin's device-wide array operations keep the GPU busier, so ``NotImplemented`` sends the caller
+    there.
+    """
     lib = rt.lib
     dtype = x_prev.dtype
     batch, n = x_prev.shape
+    if batch < FEW_ROWS and n > 64 * 256:
+        return NotImplemented
 
     def c(a):
         return lib.ascontiguousarray(lib.asarray(a, dtype=dtype))
@@ -279,7 +335,7 @@ def stochvol_step(
     k(
         (max(1, batch),),
         (bs,),
-        (c(x_prev), c(eps), None if w_prev is None else c(w_prev), c(y), c(phi), c(sigma), c(tau),
+        (c(x_prev), c(eps), NULL if w_prev is None else c(w_prev), c(y), c(phi), c(sigma), c(tau),
          x, logw, w, loglik, np.int64(n)),
     )
     return x, logw, w, loglik
@@ -305,11 +361,14 @@ def subsample(rt: Any, rng: Any, n_data: int, size: int, batch: int, replace: bo
 
     Sparse subsets without replacement run one kernel over the integer draws (the twin sorts
     twice); rows short of ``size`` distinct values are drawn again in the twin's order, so the
-    generator is consumed identically. Dense subsets and draws with replacement run the twin.
+    generator is consumed identically. Dense subsets, draws with replacement, subsets larger than
+    :data:`SUBSAMPLE_MAX_SIZE` (the kernel's scan is quadratic in the size) and rows too few to
+    fill a large GPU with one block each run the twin.
     """
     from ... import _sampling
 
-    if replace or size == n_data or size * 4 > n_data:
+    if (replace or size == n_data or size * 4 > n_data or size > SUBSAMPLE_MAX_SIZE
+            or (batch < FEW_ROWS and size > 128)):
         return _sampling.subsample_twin(rng, n_data, size, batch, replace)
     lib = rt.lib
     m = _sampling.oversample(size, n_data)

@@ -1,9 +1,13 @@
 """Static resource report of the CUDA kernels and the occupancy it implies on an H100.
 
 ``python -m sgmc.backends.cupy.report`` compiles every kernel with NVRTC (no GPU needed; the
-``cuda-compile`` extra), asks ptxas for registers, spills and shared memory per kernel, and prints a
-Markdown table with the theoretical occupancy on an H100 (compute capability 9.0) at the block size
-the host code launches with. docs/gpu.md shows its output.
+``cuda-compile`` extra) with exactly the options of the run-time compile
+(:func:`~sgmc.backends.cupy._compile.runtime_options`: sgmc's own plus what CuPy adds, ``-ftz=true``
+included), asks ptxas for registers, spills, stack frame and shared memory per kernel, and prints
+Markdown tables with the theoretical occupancy on an H100 (compute capability 9.0) at the block size
+the host code launches with: every kernel at the defaults of ``KERNEL_FILES``, and the Stein
+kernels at every dimension they run at (1 to their cap). ``--json PATH`` also writes the rows as a
+results file. docs/gpu.md shows its output.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import NamedTuple
 
 from ._compile import KERNEL_FILES, compile_source, kernel_names
 
-__all__ = ["H100", "KernelResources", "occupancy", "resource_report", "launch_threads"]
+__all__ = ["H100", "KernelResources", "occupancy", "resource_report", "stein_report", "launch_threads"]
 
 
 class _SM(NamedTuple):
@@ -52,6 +56,7 @@ class KernelResources(NamedTuple):
     registers: int
     spill_stores: int
     spill_loads: int
+    stack: int  # bytes of stack frame per thread (local memory): 0 when everything fits registers
     shared: int
     threads: int
     occupancy: float
@@ -73,10 +78,13 @@ def _parse(log: str) -> dict[str, dict[str, int]]:
         m = re.search(r"Function properties for (\w+)", line)
         if m:
             current = m.group(1)
-            out.setdefault(current, {"spill_stores": 0, "spill_loads": 0, "registers": 0, "shared": 0})
+            out.setdefault(current, {"spill_stores": 0, "spill_loads": 0, "registers": 0, "shared": 0, "stack": 0})
             continue
         if current is None:
             continue
+        m = re.search(r"(\d+) bytes stack frame", line)
+        if m:
+            out[current]["stack"] = int(m.group(1))
         m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
         if m:
             out[current]["spill_stores"] = int(m.group(1))
@@ -89,37 +97,89 @@ def _parse(log: str) -> dict[str, dict[str, int]]:
     return out
 
 
+def _rows(filename: str, arch: str, defines: dict[str, int] | None, threads: int | None = None,
+          label: str = "") -> list[KernelResources]:
+    _, log = compile_source(filename, arch, defines, cubin=True, verbose=True)
+    table = _parse(log)
+    rows = []
+    for name in kernel_names(filename):
+        if name not in table:
+            msg = f"ptxas reported nothing for {name} of {filename}; its log was:\n{log}"
+            raise RuntimeError(msg)
+        r = table[name]
+        t = launch_threads(filename, name) if threads is None else threads
+        occ, blocks, limit = occupancy(r["registers"], r["shared"], t)
+        rows.append(KernelResources(name + label, arch, r["registers"], r["spill_stores"], r["spill_loads"],
+                                    r["stack"], r["shared"], t, occ, blocks, limit))
+    return rows
+
+
 def resource_report(arch: str = "sm_90") -> list[KernelResources]:
-    """Registers, spills and static shared memory of every kernel, with its H100 occupancy."""
+    """Registers, spills, stack frame and static shared memory of every kernel, with its H100 occupancy."""
     rows = []
     for filename in KERNEL_FILES:
-        _, log = compile_source(filename, arch, cubin=True, verbose=True)
-        table = _parse(log)
-        for name in kernel_names(filename):
-            r = table[name]
-            threads = launch_threads(filename, name)
-            occ, blocks, limit = occupancy(r["registers"], r["shared"], threads)
-            rows.append(KernelResources(name, arch, r["registers"], r["spill_stores"], r["spill_loads"],
-                                        r["shared"], threads, occ, blocks, limit))
+        rows += _rows(filename, arch, None)
+    return rows
+
+
+def stein_report(arch: str = "sm_90", dims: range | None = None) -> list[KernelResources]:
+    """The Stein kernels at every dimension ``d`` they run at (``1..STEIN_MAX_DIM``), named ``kernel@d``.
+
+    Each kernel at dimensions above its own cap (:data:`~sgmc.backends.cupy._native.STEIN_MAX_DIMS`)
+    is left out: the twin runs there.
+    """
+    from ._native import STEIN_MAX_DIM, stein_block, stein_max_dim
+
+    rows = []
+    for d in dims or range(1, STEIN_MAX_DIM + 1):
+        bs = stein_block(d)
+        for r in _rows("stein.cu", arch, {"SGMC_DIM": d, "SGMC_BLOCK": bs}, bs, f"@{d}"):
+            kind, sfx = r.kernel.split("@")[0].split("_")[1:]
+            if d <= stein_max_dim(kind, "float64" if sfx == "f64" else "float32"):
+                rows.append(r)
     return rows
 
 
 def markdown(rows: list[KernelResources]) -> str:
     lines = [
-        "| kernel | registers | spills (store/load bytes) | static shared memory | threads/block "
+        "| kernel | registers | spills (store/load bytes) | stack frame | static shared memory | threads/block "
         "| blocks/SM | occupancy | limited by |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         lines.append(
-            f"| `{r.kernel}` | {r.registers} | {r.spill_stores}/{r.spill_loads} | {r.shared} B | {r.threads} "
-            f"| {r.blocks_per_sm} | {r.occupancy:.0%} | {r.limit} |"
+            f"| `{r.kernel}` | {r.registers} | {r.spill_stores}/{r.spill_loads} | {r.stack} B | {r.shared} B "
+            f"| {r.threads} | {r.blocks_per_sm} | {r.occupancy:.0%} | {r.limit} |"
         )
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # pragma: no cover - a documentation helper
-    import sys
+COLUMNS = ["kernel", "registers", "spill stores (B)", "spill loads (B)", "stack frame (B)", "shared memory (B)",
+           "threads/block", "blocks/SM", "occupancy", "limited by"]
 
-    arch = sys.argv[1] if len(sys.argv) > 1 else "sm_90"
-    print(markdown(resource_report(arch)))
+
+def table(rows: list[KernelResources]) -> dict:
+    """The rows as a results table (``columns`` and ``rows``) for :func:`docs._results.write_results`."""
+    return {"columns": COLUMNS,
+            "rows": [[r.kernel, r.registers, r.spill_stores, r.spill_loads, r.stack, r.shared, r.threads,
+                      r.blocks_per_sm, f"{r.occupancy:.0%}", r.limit] for r in rows]}
+
+
+def main(argv: list[str] | None = None) -> int:  # pragma: no cover - a documentation helper
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m sgmc.backends.cupy.report", description=__doc__.split("\n\n")[0])
+    p.add_argument("arch", nargs="?", default="sm_90")
+    p.add_argument("--stein", action="store_true", help="the Stein kernels at every dimension they run at")
+    args = p.parse_args(argv)
+    rows = stein_report(args.arch) if args.stein else resource_report(args.arch)
+    print(markdown(rows))
+    bad = [r.kernel for r in rows if r.stack or r.spill_stores or r.spill_loads]
+    if bad:
+        print(f"stack frames or spills in: {', '.join(bad)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - a documentation helper
+    raise SystemExit(main())

@@ -1,13 +1,14 @@
-// Particle resampling: ancestors from cumulative offspring counts, one thread per particle.
+// Particle resampling: ancestors from cumulative offspring counts, one thread per offspring slot.
 //
 // Every scheme of sgmc.ssm.resampling is defined by cumulative offspring counts C_i (particles
 // 0..i have C_i offspring in total, C_{N-1} = N): slot k descends from the first particle i with
-// C_i > k. Here thread (row, i) computes C_{i-1} and C_i itself and writes i into the slots
-// [C_{i-1}, C_i): the writes of a warp are contiguous, no search over slots is needed, and a row of
-// the systematic or stratified scheme costs one read of the cumulative weights and one write of
-// the ancestors. The counts are computed with the same floating-point operations, in the same
-// order, as the array-API twins (this file is compiled without fused multiply-adds), so the
-// integers are the twins' exactly. Indices are 64-bit; all arithmetic is in double.
+// C_i > k, or is given N when no particle claims it (what the twins' search returns). Here thread
+// (row, k) finds that particle by a binary search over i, computing each C_i it visits from the
+// running sums of the weights: the ancestors are written once, one store per thread, coalesced,
+// however unequal the weights (a particle with all the mass costs no more than uniform weights).
+// The counts are computed with the same floating-point operations, in the same order, as the
+// array-API twins (this file is compiled without fused multiply-adds), so the integers are the
+// twins' exactly. Indices are 64-bit; all arithmetic is in double. No pointer may be null.
 //
 // Inputs: cum (batch, n) is the running sum of the weights in float64 (the twins' cumulative_sum);
 // the scaled cumulative weight is v_i = cum_i * (n / cum_{n-1}) for i < n - 1 and exactly n for the
@@ -50,64 +51,63 @@ __device__ __forceinline__ long long count_below(const double* s, double c, doub
     return lo;
 }
 
-// Particle i fills slots [lo, hi); the last particle also fills [C_{n-1}, n) with n, which is what
-// the twins' search returns for slots no particle claims (it cannot happen for systematic and
-// stratified counts, which end at n; for the other schemes only when the largest order statistic
-// rounds to 1).
-__device__ __forceinline__ void write_range(long long* out, long long lo, long long hi, long long i, long long n) {
-    for (long long k = lo; k < hi; ++k) out[k] = i;
-    if (i == n - 1) {
-        for (long long k = hi; k < n; ++k) out[k] = n;
+// The first i in [0, n) with count(i) > k, or n: the twins' searchsorted(counts, k, side="right").
+template <typename Count>
+__device__ __forceinline__ long long first_above(long long k, long long n, Count count) {
+    long long lo = 0, hi = n;
+    while (lo < hi) {
+        const long long mid = lo + (hi - lo) / 2;
+        if (count(mid) > k) hi = mid; else lo = mid + 1;
     }
+    return lo;
 }
+
+#define SGMC_SLOT                                                                                  \
+    const long long tid = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;  \
+    if (tid >= batch * n) return;                                                                  \
+    const long long row = tid / n;                                                                 \
+    const long long k = tid - row * n;
 
 extern "C" __global__ void resample_systematic(const double* __restrict__ cum, const double* __restrict__ u,
                                                long long* __restrict__ out, long long batch, long long n) {
-    const long long tid = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
-    if (tid >= batch * n) return;
-    const long long row = tid / n;
-    const long long i = tid - row * n;
+    SGMC_SLOT
     const double* c = cum + row * n;
     const double scale = (double)n / c[n - 1];
     const double ur = u[row];
-    const long long lo = (i == 0) ? 0 : systematic_count(c, i - 1, n, scale, ur);
-    const long long hi = systematic_count(c, i, n, scale, ur);
-    write_range(out + row * n, lo, hi, i, n);
+    out[tid] = first_above(k, n, [&](long long i) { return systematic_count(c, i, n, scale, ur); });
 }
 
 extern "C" __global__ void resample_stratified(const double* __restrict__ cum, const double* __restrict__ u,
                                                long long* __restrict__ out, long long batch, long long n) {
-    const long long tid = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
-    if (tid >= batch * n) return;
-    const long long row = tid / n;
-    const long long i = tid - row * n;
+    SGMC_SLOT
     const double* c = cum + row * n;
     const double* ur = u + row * n;
     const double scale = (double)n / c[n - 1];
-    const long long lo = (i == 0) ? 0 : stratified_count(c, ur, i - 1, n, scale);
-    const long long hi = stratified_count(c, ur, i, n, scale);
-    write_range(out + row * n, lo, hi, i, n);
+    out[tid] = first_above(k, n, [&](long long i) { return stratified_count(c, ur, i, n, scale); });
 }
 
-// Multinomial and residual: C_i = base_i + #{k : s_k < cdf01_i} with s (batch, n) sorted uniforms
-// (order statistics; entries past a row's draws are 2) and cdf01 (batch, n) in [0, 1]. base is
-// null for multinomial and the deterministic counts for residual.
-extern "C" __global__ void resample_sorted(const double* __restrict__ cdf01, const double* __restrict__ s,
-                                           const long long* __restrict__ base, long long* __restrict__ out,
-                                           long long batch, long long n) {
-    const long long tid = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;
-    if (tid >= batch * n) return;
-    const long long row = tid / n;
-    const long long i = tid - row * n;
+// Multinomial: C_i = #{k : s_k < cdf01_i} with s (batch, n) the sorted uniforms of the row (order
+// statistics) and cdf01 (batch, n) in [0, 1]. For a sorted s, C_i > k exactly when s_k < cdf01_i, so
+// slot k's ancestor is the first i with s_k + off < cdf01_i + off: one binary search.
+extern "C" __global__ void resample_multinomial(const double* __restrict__ cdf01, const double* __restrict__ s,
+                                                long long* __restrict__ out, long long batch, long long n) {
+    SGMC_SLOT
+    const double* c = cdf01 + row * n;
+    const double off = (double)row * 3.0;
+    const double key = s[row * n + k] + off;
+    out[tid] = first_above(0, n, [&](long long i) { return (long long)(key < c[i] + off); });
+}
+
+// Residual: C_i = base_i + #{k : s_k < cdf01_i}, base the deterministic counts and s the sorted
+// uniforms of the row's remaining draws (entries past them are 2, above every cdf01): a binary search
+// over particles whose every step counts the uniforms below cdf01_i by a second binary search.
+extern "C" __global__ void resample_residual(const double* __restrict__ cdf01, const double* __restrict__ s,
+                                             const long long* __restrict__ base, long long* __restrict__ out,
+                                             long long batch, long long n) {
+    SGMC_SLOT
     const double* c = cdf01 + row * n;
     const double* sr = s + row * n;
+    const long long* br = base + row * n;
     const double off = (double)row * 3.0;
-    long long lo = 0;
-    if (i > 0) {
-        lo = count_below(sr, c[i - 1], off, n);
-        if (base != nullptr) lo += base[tid - 1];
-    }
-    long long hi = count_below(sr, c[i], off, n);
-    if (base != nullptr) hi += base[tid];
-    write_range(out + row * n, lo, hi, i, n);
+    out[tid] = first_above(k, n, [&](long long i) { return br[i] + count_below(sr, c[i], off, n); });
 }

@@ -12,6 +12,11 @@
 // the V-statistic sum_i r_i is the same on every run. Blocks start with the longest rows (the
 // last row tile) so that the triangle's uneven work balances. Pair indices are 64-bit.
 //
+// The loops over coordinates run over the compile-time d and are unrolled, so a row's features stay
+// in registers; the host caps d per kernel where they stop fitting (sgmc.backends.cupy._native,
+// STEIN_MAX_DIM, checked by ptxas: no spills, no stack frame) and runs the twin above it. B^beta is
+// exp(beta log B) (one exp and one log, inline; for beta = -1/2 one reciprocal square root), not pow.
+//
 // Compile-time sizes: SGMC_DIM (dimension d) and SGMC_BLOCK (threads per block, a power of two).
 
 #ifndef SGMC_DIM
@@ -39,14 +44,15 @@ __device__ void stein_rows(const T* __restrict__ x, const T* __restrict__ u, con
     const T b2 = (T)2 * beta;
     const T b4 = (T)(-4) * beta * (beta - (T)1);
 
-    T xi[SGMC_DIM], ui[SGMC_DIM], si[SGMC_DIM], di[SGMC_DIM];
+    T xi[SGMC_DIM], ui[SGMC_DIM], si[SGMC_DIM];
     double acc[SUM ? SGMC_DIM : 1];
+#pragma unroll
     for (int m = 0; m < D; ++m) {
         xi[m] = active ? x[i * D + m] : (T)0;
         ui[m] = active ? u[i * D + m] : (T)0;
         si[m] = active ? s[i * D + m] : (T)0;
-        di[m] = SUM ? diag[m] : (T)0;
     }
+#pragma unroll
     for (int m = 0; m < ACC; ++m) acc[m] = 0.0;
 
     for (long long jt = 0; jt <= tile; ++jt) {
@@ -70,22 +76,26 @@ __device__ void stein_rows(const T* __restrict__ x, const T* __restrict__ u, con
                 const double weight = (j0 + t == i) ? 1.0 : 2.0;
                 T v[SGMC_DIM];
                 T b = c2;
+#pragma unroll
                 for (int m = 0; m < D; ++m) {
                     v[m] = ui[m] - cu[m];
                     b += (xi[m] - cx[m]) * v[m];
                 }
                 const T inv = (T)1 / b;
-                const T w = half ? sqrt(inv) : pow(b, beta);
+                const T w = half ? sqrt(inv) : exp(beta * log(b));
                 const T w1 = w * inv;
                 const T w2 = w1 * inv;
                 if (SUM) {
+#pragma unroll
                     for (int m = 0; m < D; ++m) {
-                        const T k = w * si[m] * cs[m] + b2 * w1 * ((cs[m] - si[m]) * v[m] - di[m])
+                        // diag[m] is the same address for every thread: a broadcast from the cache
+                        const T k = w * si[m] * cs[m] + b2 * w1 * ((cs[m] - si[m]) * v[m] - diag[m])
                                     + b4 * w2 * v[m] * v[m];
                         acc[m] += weight * (double)k;
                     }
                 } else {
                     T ss = 0, e = 0, vv = 0;
+#pragma unroll
                     for (int m = 0; m < D; ++m) {
                         ss += si[m] * cs[m];
                         e += (cs[m] - si[m]) * v[m];
@@ -97,6 +107,7 @@ __device__ void stein_rows(const T* __restrict__ x, const T* __restrict__ u, con
             }
         }
     }
+#pragma unroll
     for (int m = 0; m < ACC; ++m) {
         if (active) rows[i * ACC + m] = acc[m];
         __syncthreads();  // red is free again

@@ -11,7 +11,8 @@
 //   and returns the log-likelihood increment log sum_i W_prev_i exp(l_i) = max a + log sum exp(a - max a).
 // The particles, the incremental log-weights and the normalised weights are written once; a_i is
 // kept in the output W between the two passes. Maximum and sum are reduced through shared memory in
-// a fixed order (the sum in double), so results do not change between runs.
+// a fixed order (the sum in double), so results do not change between runs. w_prev may be null
+// (passed as the integer 0, never as None); no other pointer may be.
 
 #ifndef SGMC_BLOCK
 #define SGMC_BLOCK 256
