@@ -50,6 +50,9 @@ class _GLM(Model):
 
     def _moved(self, backend: Any) -> None:
         # called by sgmc.backends.move as well: chain blocking pays on CPUs only
+        contiguous = native(self.xp, "contiguous")  # a backend's C-order copy, made once, not per call
+        if contiguous is not None:
+            self.X, self.y = contiguous(self.X), contiguous(self.y)
         if not backend.on_cpu(self.device):
             self.block_elements = None
         else:
