@@ -96,5 +96,7 @@ def sv_bootstrap_step(
     xp = array_namespace(x_prev, eps, y, phi, sigma, tau, w_prev)
     fast = native(xp, "stochvol_step")
     if fast is not None:
-        return SVStep(*fast(x_prev, eps, y, phi, sigma, tau, w_prev))
+        out = fast(x_prev, eps, y, phi, sigma, tau, w_prev)
+        if out is not NotImplemented:  # a native may leave shapes it does not suit to the twin
+            return SVStep(*out)
     return sv_bootstrap_step_twin(x_prev, eps, y, phi, sigma, tau, w_prev)
