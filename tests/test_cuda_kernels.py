@@ -516,3 +516,123 @@ def test_subsample_kernel_redraws_short_rows_like_the_twin(emu, monkeypatch):
     monkeypatch.setattr(_sampling, "oversample", lambda size, n_data: size)
     got, want = _twin_and_kernel(emu, 9, 40, 8, 50)
     np.testing.assert_array_equal(got, want)
+
+
+# ------------------------------------------------------------------------------------------------
+# host side: routing, caching, status, generator state (no GPU needed)
+
+
+def test_resampling_degenerate_weights_at_scale(emu):
+    """All the mass on one particle: every slot finds it by its own search (no serial run of writes)."""
+    from sgmc.ssm import resampling
+
+    rng = np.random.default_rng(13)
+    n = 20_000
+    w = np.zeros((2, n))
+    w[0, 123] = 1.0
+    w[1, -1] = 1.0
+    for scheme in ("systematic", "stratified", "multinomial", "residual"):
+        u = rng.random((2,)) if scheme == "systematic" else rng.random((2, n))
+        got = getattr(_native, "resample_" + scheme)(emu, w, u)
+        np.testing.assert_array_equal(got, getattr(resampling, scheme + "_ancestors")(w, u))
+        assert np.all(got[0] == 123) and np.all(got[1] == n - 1), scheme
+
+
+def test_large_and_few_row_subsets_run_the_twin():
+    from sgmc import backends
+    from sgmc._sampling import subsample_twin
+
+    class NoKernels:
+        lib = np
+
+        def kernel(self, *args):
+            raise AssertionError("the twin should run")
+
+    for n_data, size, batch in [(100_000, _native.SUBSAMPLE_MAX_SIZE + 1, 200), (100_000, 200, 4)]:
+        a, b = backends.default_rng(1), backends.default_rng(1)
+        got = _native.subsample(NoKernels(), a, n_data, size, batch)
+        np.testing.assert_array_equal(got, subsample_twin(b, n_data, size, batch, False))
+
+
+def test_stochvol_native_leaves_few_long_rows_to_the_twin(emu):
+    from sgmc.ssm.fused import sv_bootstrap_step, sv_bootstrap_step_twin
+
+    rng = np.random.default_rng(14)
+    b, n = 2, 64 * 256 + 1
+    args = [rng.normal(size=(b, n)), rng.normal(size=(b, n)), rng.normal(size=b), np.full(b, 0.9),
+            np.full(b, 0.3), np.full(b, 0.7)]
+    assert _native.stochvol_step(emu, *args) is NotImplemented
+    # and the dispatcher then runs the twin
+    want = sv_bootstrap_step_twin(*args)
+    got = sv_bootstrap_step(*args)
+    np.testing.assert_allclose(got.loglik, want.loglik, rtol=1e-12)
+
+
+def test_runtime_caches_modules_and_functions():
+    from sgmc.backends.cupy._compile import CupyRuntime, nvrtc_options
+
+    made, looked_up = [], []
+
+    class Module:
+        def __init__(self, code, options):
+            made.append(options)
+
+        def get_function(self, name):
+            looked_up.append(name)
+            return name
+
+    class Runtime:
+        device = 0
+
+        @classmethod
+        def getDevice(cls):
+            return cls.device
+
+    class Lib:
+        RawModule = Module
+
+        class cuda:  # noqa: N801 - mimics cupy.cuda
+            runtime = Runtime
+
+    rt = CupyRuntime.__new__(CupyRuntime)
+    rt.lib, rt._modules, rt._functions = Lib, {}, {}
+    for _ in range(3):
+        assert rt.kernel("glm.cu", "glm_grad_f64", {"SGMC_BLOCK": 128}) == "glm_grad_f64"
+    rt.kernel("glm.cu", "glm_grad_f32", {"SGMC_BLOCK": 128})
+    assert len(made) == 1 and looked_up == ["glm_grad_f64", "glm_grad_f32"]
+    assert made[0] == nvrtc_options({"SGMC_BLOCK": 128}, None, "glm.cu")
+    Runtime.device = 1  # another device: its own module
+    rt.kernel("glm.cu", "glm_grad_f64", {"SGMC_BLOCK": 128})
+    assert len(made) == 2
+
+
+def test_device_status_says_unusable_without_nvrtc(monkeypatch):
+    cupy = pytest.importorskip("cupy")
+    from cupy_backends.cuda.libs import nvrtc
+
+    from sgmc.backends import cupy as cupy_backend
+
+    monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", lambda: 1)
+
+    def broken():
+        raise OSError("libnvrtc.so.12: cannot open shared object file")
+
+    monkeypatch.setattr(nvrtc, "getVersion", broken)
+    ok, why = cupy_backend.device_status()
+    assert not ok and why.startswith("unusable") and "NVRTC" in why and "cannot open" in why
+
+
+def test_generator_seed_sequence_travels_as_plain_data():
+    import json
+
+    from sgmc.backends.cupy import _seed_sequence, _seed_sequence_state
+
+    parent = np.random.SeedSequence(2**70 + 5)
+    child = parent.spawn(3)[2]
+    child.spawn(2)
+    for ss in (parent, child, np.random.SeedSequence([1, 2, 3])):
+        st = json.loads(json.dumps(_seed_sequence_state(ss)))  # ints and lists only
+        back = _seed_sequence(st)
+        assert back.generate_state(4).tolist() == ss.generate_state(4).tolist()
+        assert [c.generate_state(2).tolist() for c in back.spawn(2)] == [c.generate_state(2).tolist()
+                                                                        for c in ss.spawn(2)]
