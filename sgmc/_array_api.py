@@ -117,8 +117,16 @@ def is_floating(xp: Namespace, dtype: Any) -> bool:
     return xp.isdtype(dtype, "real floating")
 
 
-def float_dtype(xp: Namespace, *arrays: Array) -> Any:
-    """Working floating dtype: the widest floating dtype among ``arrays``, else float64."""
+def float_dtype(xp: Namespace, *arrays: Array, names: tuple[str, ...] | None = None) -> Any:
+    """Working floating dtype: the widest floating dtype among ``arrays``, else float64.
+
+    With ``names``, each array's dtype is checked first (:func:`check_real_dtype`), so that an error
+    names the array at fault rather than another one cast to the common dtype.
+    """
+    if names is not None:
+        for a, name in zip(arrays, names):
+            if a is not None:
+                check_real_dtype(xp, a.dtype, name)
     floats = [a.dtype for a in arrays if a is not None and is_floating(xp, a.dtype)]
     if not floats:
         return xp.float64

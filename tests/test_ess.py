@@ -126,6 +126,8 @@ def test_constant_coordinate():
     assert e[0] == 100 and np.isfinite(e[1])
     assert np.isnan(np.asarray(rhat(x))[0]) and np.isfinite(np.asarray(rhat(x))[1])
     assert np.asarray(mcse(x))[0] == 0
+    sd_error = np.asarray(mcse(x, method="sd"))  # the sd of a constant is exactly 0 (ArviZ: NaN)
+    assert sd_error[0] == 0 and np.isfinite(sd_error[1]) and sd_error[1] > 0
 
 
 @pytest.mark.parametrize(
@@ -224,7 +226,8 @@ def test_diagnostics_equal_arviz_stats(case):
             (ess(x, method="sd"), array_stats.ess(a, method="sd")),
             (ess(x, method="quantile", prob=0.3), array_stats.ess(a, method="quantile", prob=0.3)),
             (mcse(x), array_stats.mcse(a, method="mean")),
-            (mcse(x, method="sd"), array_stats.mcse(a, method="sd")),
+            (mcse(x, method="sd") if case != "constant" else np.full(x.shape[-1], np.nan),
+             array_stats.mcse(a, method="sd")),
             (mcse(x, method="quantile", prob=0.05), array_stats.mcse(a, method="quantile", prob=0.05)),
             (mcse(x, method="quantile", prob=0.5), array_stats.mcse(a, method="quantile", prob=0.5)),
             (hdi(x, 0.89), array_stats.hdi(a, 0.89, axis=(-2, -1))),

@@ -32,6 +32,7 @@ from .._array_api import (
     array_namespace,
     as_float_array,
     check_finite,
+    check_real_dtype,
     device_of,
     is_array,
     is_floating,
@@ -102,6 +103,8 @@ def prepare_inputs(
         ):
             msg = f"`{name}` must be real-valued; got dtype {value.dtype}"
             raise TypeError(msg)
+    for value, name in ((samples, "samples"), (scores, "scores")):
+        check_real_dtype(xp, value.dtype, name)
     floats = [v.dtype for v in (samples, scores) if is_floating(xp, v.dtype)]
     dtype = xp.result_type(*floats) if floats else xp.float64
     x = as_float_array(xp, samples, dtype, "samples")

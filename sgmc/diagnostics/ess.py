@@ -552,7 +552,8 @@ def mcse(draws: Array, *, method: str = "mean", prob: float | None = None) -> Ar
     draws : array, shape (chains, n, dim), (n, dim) or (n,)
     method : {"mean", "sd", "quantile"}, default "mean"
         ``"mean"``: sd / sqrt(ESS_mean). ``"sd"``: the delta-method error of the sd,
-        sqrt(Var(c^2) / ESS_mean / (4 E[c^2])) with c the centred draws (``arviz_stats``' formula).
+        sqrt(Var(c^2) / ESS_mean / (4 E[c^2])) with c the centred draws (``arviz_stats``' formula;
+        0 for a constant coordinate, whose sd is exactly 0, where ArviZ gives NaN).
         ``"quantile"``: half the distance between the draws at the 15.9% and 84.1% quantiles of the
         Beta(ESS p + 1, ESS (1 - p) + 1) law of the quantile's rank (Vehtari et al. 2021, section 4.3).
     prob : float, optional
@@ -592,7 +593,8 @@ def mcse(draws: Array, *, method: str = "mean", prob: float | None = None) -> Ar
         varvar = (xp.mean(c2 * c2, axis=0) - evar * evar) / e
         ok = evar > 0
         safe = xp.where(ok, evar, xp.ones_like(evar))
-        out = xp.where(ok, xp.sqrt(varvar / safe / 4.0), xp.full_like(evar, math.nan))
+        # a constant coordinate's sd is exactly 0, without Monte Carlo error (ArviZ gives NaN)
+        out = xp.where(ok, xp.sqrt(varvar / safe / 4.0), xp.zeros_like(evar))
     else:
         e = _ess_core(xp, x, "quantile", prob, True)
         s = xp.sort(flat, axis=0)

@@ -75,7 +75,7 @@ def kl_gaussian(mean0: Array, cov0: Array, mean1: Array, cov1: Array) -> Array:
     0.5
     """
     xp = array_namespace(mean0, cov0, mean1, cov1, names=("mean0", "cov0", "mean1", "cov1"))
-    dtype = float_dtype(xp, mean0, cov0, mean1, cov1)
+    dtype = float_dtype(xp, mean0, cov0, mean1, cov1, names=("mean0", "cov0", "mean1", "cov1"))
     m0 = _float(xp, mean0, dtype, "mean0")
     m1 = _float(xp, mean1, dtype, "mean1")
     c0 = _float(xp, cov0, dtype, "cov0")
@@ -116,7 +116,7 @@ def gaussian_kl_from_samples(draws: Array, ref_mean: Array, ref_cov: Array) -> A
     True
     """
     xp = array_namespace(draws, ref_mean, ref_cov, names=("draws", "ref_mean", "ref_cov"))
-    dtype = float_dtype(xp, draws, ref_mean, ref_cov)
+    dtype = float_dtype(xp, draws, ref_mean, ref_cov, names=("draws", "ref_mean", "ref_cov"))
     x = _float(xp, draws, dtype, "draws")
     if x.ndim == 3:
         x = xp.reshape(x, (-1, x.shape[-1]))
@@ -259,7 +259,7 @@ def mse(draws_or_mean: Array, reference_mean: Array) -> Array:
     5.0
     """
     xp = array_namespace(draws_or_mean, reference_mean, names=("draws_or_mean", "reference_mean"))
-    dtype = float_dtype(xp, draws_or_mean, reference_mean)
+    dtype = float_dtype(xp, draws_or_mean, reference_mean, names=("draws_or_mean", "reference_mean"))
     x = _float(xp, draws_or_mean, dtype, "draws_or_mean")
     ref = _float(xp, reference_mean, dtype, "reference_mean")
     if ref.ndim != 1:

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 from .. import backends
 from .._array_api import Array, array_namespace, check_finite, is_array
 from .._validation import check_int, check_positive
-from .base import StateSpaceModel
+from .base import StateSpaceModel, as_series
 from .kalman import kalman_loglik, kalman_stats, precision_grads, stationary_covariance
 from .subsequence import Windows
 
@@ -90,8 +90,8 @@ class LGSSM(StateSpaceModel):
     """
 
     def __init__(self, y: Any, state_dim: int | None = None, *, m0: Any = None, P0: Any = None, prior_var: float = 100.0):
-        y_arr = y if is_array(y) else backends.asarray(y, backend="numpy")
-        m = 1 if y_arr.ndim == 1 else int(y_arr.shape[-1])
+        y_arr = as_series(y, "y")[1]  # (T, m), finite, real: checked before its shape is read
+        m = int(y_arr.shape[-1])
         n = m if state_dim is None else check_int(state_dim, "state_dim")
         k = min(n, m)
         c_free = [i * n + j for i in range(m) for j in range(n) if not (i < k and j < k)]
