@@ -11,8 +11,9 @@ same generator state.
   ``size``, and keep the first ``size`` distinct values in draw order. This is exactly sequential
   sampling without replacement, and since the event "at least ``size`` distinct values" is invariant
   under relabelling, each row is a uniformly random subset in uniformly random order. The rare rows
-  with too few distinct values are drawn again. Dense subsets (``size > n_data / 4``) rank
-  ``n_data`` uniform keys instead.
+  with too few distinct values continue their own draws with a counter-based stream keyed by the
+  row (:func:`complete_rows`), so the generator is consumed alike whether or not a row fell short.
+  Dense subsets (``size > n_data / 4``) rank ``n_data`` uniform keys instead.
 * **Categorical draws by inverse CDF.** Given pre-drawn uniforms ``u`` and cumulative weights, the
   draw is the first index whose cumulative weight exceeds ``u`` times the total.
 """
@@ -24,8 +25,9 @@ from typing import Any
 
 from ._array_api import Array, array_namespace
 from ._dispatch import native
+from ._draw_continuation import continuation, row_keys
 
-__all__ = ["oversample", "subsample", "subsample_twin", "first_distinct", "categorical"]
+__all__ = ["oversample", "subsample", "subsample_twin", "first_distinct", "complete_rows", "categorical"]
 
 
 def oversample(size: int, n_data: int) -> int:
@@ -88,21 +90,33 @@ def subsample_twin(rng: Any, n_data: int, size: int, batch: int, replace: bool) 
     rows, ok = first_distinct(draws, size)
     if rows.shape[0] == batch:
         return rows
-    # Redraw the short rows (vanishingly rare) until every row has its subset, in row order.
-    parts = []
-    todo = xp.arange(batch, dtype=xp.int64, device=rows.device)
-    done_idx = [todo[ok]]
-    parts.append(rows)
-    todo = todo[~ok]
-    while todo.shape[0]:
-        draws = rng.integers(n_data, (int(todo.shape[0]), m))
-        rows, ok = first_distinct(draws, size)
-        parts.append(rows)
-        done_idx.append(todo[ok])
-        todo = todo[~ok]
-    allrows = xp.concat(parts, axis=0)
-    where = xp.concat(done_idx, axis=0)
-    return xp.take(allrows, xp.argsort(where), axis=0)
+    # Rows short of `size` distinct values (vanishingly rare) continue their own sequence of draws
+    # without the generator (sgmc._draw_continuation), which is consumed alike either way.
+    where = xp.arange(batch, dtype=xp.int64, device=rows.device)
+    short = where[~ok]
+    more = complete_rows(xp.take(draws, short, axis=0), size, n_data)
+    allrows = xp.concat([rows, more], axis=0)
+    return xp.take(allrows, xp.argsort(xp.concat([where[ok], short], axis=0)), axis=0)
+
+
+def complete_rows(draws: Array, size: int, n_data: int) -> Array:
+    """The first ``size`` distinct values of each row of ``draws`` (k, m) continued past its ``m`` draws.
+
+    For rows with fewer than ``size`` distinct values: each row's draws go on with the counter-based
+    stream of :mod:`sgmc._draw_continuation` keyed by the row itself, until ``size`` distinct values
+    are found. Returns int64 (k, size). Every backend's native subset draw completes short rows alike.
+    """
+    xp = array_namespace(draws)
+    draws = xp.astype(draws, xp.int64)
+    keys = row_keys(xp, draws)
+    m = draws.shape[1]
+    extra = max(m, 16)
+    while True:
+        full = xp.concat([draws, continuation(xp, keys, m, extra, n_data)], axis=1)
+        rows, ok = first_distinct(full, size)
+        if rows.shape[0] == draws.shape[0]:
+            return rows
+        extra *= 2
 
 
 def subsample(rng: Any, n_data: int, size: int, batch: int, *, replace: bool = False) -> Array:

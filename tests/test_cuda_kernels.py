@@ -509,13 +509,37 @@ def test_subsample_kernel_matches_twin(emu):
         assert all(len(set(r)) == size for r in got.tolist())
 
 
-def test_subsample_kernel_redraws_short_rows_like_the_twin(emu, monkeypatch):
-    from sgmc import _sampling
+def test_subsample_kernel_continues_short_rows_like_the_twin(emu, monkeypatch):
+    from sgmc import _sampling, backends
 
-    # no margin for repeats: many rows come up short and are drawn again
+    # no margin for repeats: many rows come up short and continue their own draws
     monkeypatch.setattr(_sampling, "oversample", lambda size, n_data: size)
-    got, want = _twin_and_kernel(emu, 9, 40, 8, 50)
-    np.testing.assert_array_equal(got, want)
+    for seed, (n_data, size, batch) in enumerate([(40, 8, 50), (33, 8, 300), (10_000, 200, 5)]):
+        draws = backends.default_rng(seed).integers(n_data, (batch, size))
+        short = int(np.sum(_sampling.first_distinct(draws, size)[1] == 0))
+        got, want = _twin_and_kernel(emu, seed, n_data, size, batch)
+        np.testing.assert_array_equal(got, want)
+        assert all(len(set(r)) == size for r in got.tolist()) and got.max() < n_data
+        # the generator gave exactly batch * size integers: its next draws are a fresh one's after those
+        a = backends.default_rng(seed)
+        _native.subsample(emu, a, n_data, size, batch, False)
+        b = backends.default_rng(seed)
+        b.integers(n_data, (batch, size))
+        assert a.uniform((2,)).tolist() == b.uniform((2,)).tolist()
+        assert seed == 2 or short > 0, "the case should have short rows"
+
+
+def test_continuation_is_uniform_on_short_rows():
+    """The continued draws of many rows are uniform on range(n_data) (chi-square, fixed seed)."""
+    from scipy import stats
+
+    from sgmc._draw_continuation import continuation, row_keys
+
+    draws = np.random.default_rng(18).integers(0, 1000, (4000, 20))
+    ext = continuation(np, row_keys(np, draws), 20, 50, 7)
+    counts = np.bincount(ext.ravel(), minlength=7)
+    assert stats.chisquare(counts).pvalue > 1e-3
+    assert ext.min() >= 0 and ext.max() < 7
 
 
 # ------------------------------------------------------------------------------------------------
@@ -636,3 +660,16 @@ def test_generator_seed_sequence_travels_as_plain_data():
         assert back.generate_state(4).tolist() == ss.generate_state(4).tolist()
         assert [c.generate_state(2).tolist() for c in back.spawn(2)] == [c.generate_state(2).tolist()
                                                                         for c in ss.spawn(2)]
+
+
+def test_every_host_native_completes_short_rows_like_the_twin(monkeypatch):
+    from sgmc import _sampling, backends
+    from sgmc.backends import _numba, _numpy
+
+    tiny = lambda size, n_data: size + 1  # noqa: E731 - most rows fall short
+    monkeypatch.setattr(_sampling, "oversample", tiny)
+    monkeypatch.setattr(_numpy, "oversample", tiny)
+    for seed in range(3):
+        want = _sampling.subsample_twin(backends.default_rng(seed), 40, 8, 50, False)
+        for fast in (_numpy.subsample, _numba.subsample):
+            np.testing.assert_array_equal(fast(backends.default_rng(seed), 40, 8, 50, False), want)

@@ -187,30 +187,24 @@ def subsample(rng: Any, n_data: int, size: int, batch: int, replace: bool = Fals
 
     Sparse subsets without replacement keep the first ``size`` distinct values of each row of
     integer draws with one compiled pass and a bitmap (the twin sorts); rows short of ``size``
-    distinct values are drawn again in the twin's order, so the generator is consumed identically.
+    distinct values continue their own draws as in the twin, so the generator is consumed identically.
     Draws with replacement and dense subsets run the NumPy backend's own path.
     """
     if replace or size * 4 > n_data or not _ON[0]:
         from . import _numpy  # imported here: _numpy imports this module
 
         return _numpy.subsample(rng, n_data, size, batch, replace)
-    from .._sampling import oversample
+    from .._sampling import complete_rows, oversample
 
     gen = rng.numpy_generator
     m = oversample(size, n_data)
     k = _jit()
     rows = np.empty((batch, size), dtype=np.int64)
     ok = np.empty(batch, dtype=np.bool_)
-    k.first_distinct(gen.integers(0, n_data, size=batch * m, dtype=np.int64).reshape(batch, m), size, n_data,
-                     rows, ok)
-    todo = np.flatnonzero(~ok)
-    while todo.size:
-        again = np.empty((todo.size, size), dtype=np.int64)
-        ok2 = np.empty(todo.size, dtype=np.bool_)
-        k.first_distinct(gen.integers(0, n_data, size=todo.size * m, dtype=np.int64).reshape(todo.size, m), size,
-                         n_data, again, ok2)
-        rows[todo[ok2]] = again[ok2]
-        todo = todo[~ok2]
+    draws = gen.integers(0, n_data, size=batch * m, dtype=np.int64).reshape(batch, m)
+    k.first_distinct(draws, size, n_data, rows, ok)
+    if not ok.all():  # rows short of `size` distinct values continue their own draws, as in the twin
+        rows[~ok] = complete_rows(draws[~ok], size, n_data)
     return rows
 
 

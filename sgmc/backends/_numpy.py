@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from array_api_compat import numpy as np_compat
 
-from .._sampling import oversample
+from .._sampling import complete_rows, oversample
 from . import _numba, _scatter
 from ._base import Backend, HostGenerator, set_rows_inplace
 
@@ -18,7 +18,7 @@ def subsample(rng, n_data: int, size: int, batch: int, replace: bool = False) ->
     """Native twin of :func:`sgmc._sampling.subsample` for generators drawing NumPy arrays.
 
     Same draws, same result: the first ``size`` distinct values of each row of ``m`` i.i.d. integer
-    draws, in draw order (rows short of ``size`` distinct values are drawn again), or for dense
+    draws, in draw order (rows short of ``size`` distinct values continue their own draws), or for dense
     subsets the ``size`` smallest of ``n_data`` uniform keys in key order. What differs is the
     arithmetic: copies of a value are found with one in-place sort per row of (value, position) keys
     packed into one integer, narrowed to int32 when they fit (a sort of half the width), and dropped
@@ -85,8 +85,9 @@ def subsample(rng, n_data: int, size: int, batch: int, replace: bool = False) ->
             out[todo] = rows
             break
         out[todo[ok]] = rows
-        todo = todo[~ok]
-        b = todo.size
+        # rows short of `size` distinct values continue their own draws, as in the twin
+        out[todo[~ok]] = complete_rows(draws[~ok], size, n_data)
+        break
     return out
 
 

@@ -345,39 +345,31 @@ def stochvol_step(
 # minibatch indices: twin sgmc._sampling.subsample_twin, name "subsample"
 
 
-def _first_distinct(rt: Any, draws: Any, size: int) -> tuple[Any, Any]:
+def _first_distinct(rt: Any, draws: Any, size: int, n_data: int) -> Any:
     lib = rt.lib
     b, m = draws.shape
-    out = lib.zeros((b, size), dtype=lib.int64)
-    ok = lib.empty((b,), dtype=lib.int32)
+    out = lib.empty((b, size), dtype=lib.int64)
     bs = 128
     k = rt.kernel("subsample.cu", "subsample_first_distinct", {"SGMC_BLOCK": bs})
-    k((max(1, b),), (bs,), (lib.ascontiguousarray(draws, dtype=lib.int64), out, ok, np.int64(m), np.int64(size)))
-    return out, ok.astype(bool)
+    k((max(1, b),), (bs,), (lib.ascontiguousarray(draws, dtype=lib.int64), out, np.int64(m), np.int64(size),
+                            np.int64(n_data)))
+    return out
 
 
 def subsample(rt: Any, rng: Any, n_data: int, size: int, batch: int, replace: bool = False) -> Any:
     """Native twin of :func:`sgmc._sampling.subsample_twin`: the same draws, the same subsets.
 
     Sparse subsets without replacement run one kernel over the integer draws (the twin sorts
-    twice); rows short of ``size`` distinct values are drawn again in the twin's order, so the
-    generator is consumed identically. Dense subsets, draws with replacement, subsets larger than
-    :data:`SUBSAMPLE_MAX_SIZE` (the kernel's scan is quadratic in the size) and rows too few to
-    fill a large GPU with one block each run the twin.
+    twice); rows short of ``size`` distinct values continue their own draws in the kernel, as the
+    twin's :func:`~sgmc._sampling.complete_rows` does, so the generator is consumed identically and
+    nothing is read back to the host (no synchronisation). Dense subsets, draws with replacement,
+    subsets larger than :data:`SUBSAMPLE_MAX_SIZE` (the kernel's scan is quadratic in the size) and
+    rows too few to fill a large GPU with one block each run the twin.
     """
     from ... import _sampling
 
     if (replace or size == n_data or size * 4 > n_data or size > SUBSAMPLE_MAX_SIZE
             or (batch < FEW_ROWS and size > 128)):
         return _sampling.subsample_twin(rng, n_data, size, batch, replace)
-    lib = rt.lib
     m = _sampling.oversample(size, n_data)
-    rows, ok = _first_distinct(rt, rng.integers(n_data, (batch, m)), size)
-    if bool(ok.all()):
-        return rows
-    todo = lib.nonzero(~ok)[0]
-    while todo.shape[0]:
-        again, ok = _first_distinct(rt, rng.integers(n_data, (int(todo.shape[0]), m)), size)
-        rows[todo[ok]] = again[ok]
-        todo = todo[~ok]
-    return rows
+    return _first_distinct(rt, rng.integers(n_data, (batch, m)), size, n_data)
