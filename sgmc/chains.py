@@ -222,7 +222,14 @@ def run_chains(
         t0 = time.perf_counter() - (wall[k0 - 1] if k0 else 0.0)
         note = getattr(sampler, "step_note", "")  # optional: samplers whose step is on their own scale
         for k in range(k0, n_iter):
-            state, infos[k] = step(rng, state, estimator, step_sizes[k])
+            try:
+                state, infos[k] = step(rng, state, estimator, step_sizes[k])
+            except DivergenceError as err:  # raised inside a gradient (sgmc.ssm): complete it here
+                err.args = (f"{sampler.name} chain diverged at iteration {k + 1} with step_size={step_sizes[k]:g}: "
+                            f"{err}",)
+                err.iteration, err.step_size = k + 1, float(step_sizes[k])
+                err.partial = partial(k, None, j)
+                raise
             if k == next_keep:
                 draws[:, j, :] = state.position
                 if full:

@@ -27,6 +27,8 @@ from .models.base import IIDData, check_target, provides
 from .optimize import curvature_bound, negative_hessian
 from .run import sample
 from .samplers import NoiseCorrectionError
+from .ssm.base import StateSpaceModel
+from .ssm.stepsize import step_unit as ssm_step_unit
 from .trace import Trace
 
 __all__ = ["tune_step_size", "TuningResult", "default_grid"]
@@ -98,7 +100,10 @@ def default_grid(model: Any, sampler: Any = None, *, estimator: Any = None, posi
     for Gaussian targets, where the top point diverges (cheaply: the run stops at the first
     divergence check) and 10^0.5 / M is the largest stable one, but summed per-datum bounds
     overestimate lambda_max by up to a factor of the dimension, so the grid reaches past 4 / M. The
-    bottom explores 10^4 times more slowly than 1 / M. Without a bound, the decades 1e-8, ..., 1e-1.
+    bottom explores 10^4 times more slowly than 1 / M. For a state space model
+    (:class:`sgmc.ssm.StateSpaceModel`), nine half-decades from 1e-3 to 10 times its step unit
+    :func:`sgmc.ssm.stepsize.step_unit` at ``position`` (about ``1 / (T lambda_max(I_1))``, with ``I_1``
+    the Fisher information per time step). Without a bound, the decades 1e-8, ..., 1e-1.
 
     Examples
     --------
@@ -128,6 +133,9 @@ def default_grid(model: Any, sampler: Any = None, *, estimator: Any = None, posi
         if curvature is not None:
             unit = float(smp.step_unit(model, curvature, position, estimator, rng))
             return [10.0 ** (k / 2.0) * unit for k in range(-8, 3)]
+    if smp is None and isinstance(model, StateSpaceModel):  # no per-datum bound: its step unit
+        unit = ssm_step_unit(model, position, rng)
+        return [10.0 ** (k / 2.0) * unit for k in range(-6, 3)]
     if not bounded:
         return [10.0**k for k in range(-8, 0)]
     m = curvature_bound(model)

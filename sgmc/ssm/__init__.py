@@ -7,6 +7,7 @@ which the latent states are smoothed exactly (Kalman smoother, forward-backward)
 """
 
 from ..estimators import ESTIMATORS as _ESTIMATORS
+from .ar import AR, ARParams
 from .base import StateSpaceModel, as_series
 from .buffered import Buffered
 from ..plot import forecast_plot
@@ -55,6 +56,8 @@ __all__ = [
     "GaussianHMM",
     "StochasticVolatility",
     "GARCH",
+    "AR",
+    "ARParams",
     "ScalarLGSSMKernel",
     "particle_filter",
     "particle_window_score",

@@ -36,6 +36,7 @@ from typing import Any
 from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of, is_array
 from .._validation import check_choice, check_int
 from ..models.base import Model, _placeholder, as_data_array, provides, require
+from ._divergence import guarded
 from .subsequence import Windows, gather_windows
 
 __all__ = ["StateSpaceModel", "as_series"]
@@ -169,9 +170,10 @@ class StateSpaceModel(Model):
         return self._exact("grad_log_lik_sum")
 
     def _grad_log_lik_sum(self, theta: Array, idx: Array | None = None, weights: Array | None = None) -> Array:
+        # the estimators' entry point: a numerical failure here is a divergence (sgmc.ssm._divergence)
         if idx is not None or weights is not None:
             self._not_iid()
-        return self.grad_log_lik(theta)
+        return guarded(self.xp, f"gradient of {type(self).__name__}", self.grad_log_lik, theta)
 
     @property
     def log_posterior(self) -> Any:  # type: ignore[override]
@@ -199,7 +201,7 @@ class StateSpaceModel(Model):
         return self._exact("log_posterior_and_grad")
 
     def _log_posterior_and_grad(self, theta: Array) -> tuple[Array, Array]:
-        ll, g = self.log_lik_and_grad(theta)
+        ll, g = guarded(self.xp, f"log-likelihood and gradient of {type(self).__name__}", self.log_lik_and_grad, theta)
         return self.log_prior(theta) + ll, self.grad_log_prior(theta) + g
 
     # -- buffered subsequences ------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any
 from .._validation import check_choice, check_int
 from ..estimators.base import EstimateInfo, Estimator
 from ..models.base import require
+from ._divergence import guarded
 from .subsequence import check_window_sizes, sample_windows
 
 __all__ = ["Buffered"]
@@ -47,6 +48,13 @@ class Buffered(Estimator):
         Particles for ``method="particle"``.
     **particle_options
         Passed to the particle smoother (``smoother=``, ``resampling=``, ...).
+
+    Raises
+    ------
+    sgmc.DivergenceError
+        From :meth:`estimate`, when the position is not finite or the smoother fails numerically at
+        it (a singular covariance, a failed factorisation, a non-finite score): the step size is too
+        large. :func:`sgmc.sample` adds the draws so far, the iteration and the step size.
 
     Notes
     -----
@@ -112,9 +120,14 @@ class Buffered(Estimator):
         chains = position.shape[0]
         w_rng, s_rng = rng.spawn(2)  # the same windows for either method and seed
         windows = sample_windows(w_rng, self.T, self.S, self.B, chains, self.M, xp=m.xp, dtype=position.dtype)
-        score, n_evals = m.window_score(s_rng, position, windows, method=self.method, **self.options)
+        score, n_evals = guarded(
+            m.xp, f"buffered gradient of {type(m).__name__}", self._score, position, s_rng, windows
+        )
         g = m.grad_log_prior(position) + score
         return g, est_state, EstimateInfo(n_evals, self.M * self.S)
+
+    def _score(self, position, rng, windows):
+        return self.model.window_score(rng, position, windows, method=self.method, **self.options)
 
     def __repr__(self) -> str:
         return (

@@ -13,13 +13,16 @@ Parameterisation: ``theta`` stacks
   section 3.4.1, after Patterson and Teh 2013), ``Pi[k, :] = exp(eta[k, :]) / sum exp(eta[k, :])``;
 * ``mu`` (K x m, row-major);
 * ``psi_k``: the lower triangle (row-major) of a Cholesky factor of each precision,
-  ``psi_k psi_k^T = Sigma_k^{-1}``, for k = 1..K.
+  ``psi_k psi_k^T = Sigma_k^{-1}``, for k = 1..K; absent when the covariances are fixed
+  (``emission_cov``).
 
-Priors (thesis appendix A.2.1): the flat Dirichlet on each row of Pi is the law of normalised
-independent Gamma(1, 1) expanded means, so each ``exp(eta)`` is Gamma(1, 1) (log density in ``eta``:
-``eta - exp(eta)``); ``mu_k`` ~ N(0, 100 I); ``Sigma_k^{-1}`` Wishart with ``m + 1`` degrees of
-freedom and mean ``I``, with the Cholesky Jacobian. ``p0`` is uniform (thesis: ``alpha = 1/K`` at
-the start); windows that start later use the stationary distribution of Pi.
+Priors (thesis appendix A.2.1; :mod:`sgmc.ssm.hmm_params`), by default: the flat Dirichlet on each
+row of Pi, as normalised independent Gamma(1, 1) expanded means (log density in ``eta``: ``eta -
+exp(eta)``); ``mu_k`` ~ N(0, 100 I); ``Sigma_k^{-1}`` Wishart with ``m + 1`` degrees of freedom and
+mean ``I``, with the Cholesky Jacobian. Each can be set (``transition_prior``, ``mean_prior``,
+``precision_prior``). ``p0`` is uniform (thesis: ``alpha = 1/K`` at the start) or ``initial_probs``,
+the law of ``z_0`` or, with ``initial="z1"``, of ``z_1``; windows that start later use the
+stationary distribution of Pi.
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ import math
 from typing import Any, NamedTuple
 
 from .. import backends
-from .._array_api import Array, device_of, is_array
+from .._array_api import Array, check_finite, device_of, is_array
 from .._dispatch import native
 from .._sampling import categorical
-from .._validation import check_int, check_positive
+from .._validation import check_choice, check_int, check_positive
 from .base import StateSpaceModel
 from .hmm_scan import messages_scan
+from .hmm_params import first_state_smoother, fixed_precision_factor, make_prior, prior_grads, prior_terms
 from .lgssm import _selector
 from .subsequence import Windows
 
@@ -193,15 +197,38 @@ def _messages_twin(xp, Pi, p, p0, weight):
 
 
 class GaussianHMM(StateSpaceModel):
-    """Gaussian HMM with ``K`` states over ``theta = (eta, mu, psi)``.
+    """Gaussian HMM with ``K`` states over ``theta = (eta, mu[, psi])``.
 
     Parameters
     ----------
     y : array (T,) or (T, m)
     n_states : int
-        ``K``.
+        ``K`` (at least 2).
     prior_var : float, default 100
-        Variance of the normal prior on the means.
+        Variance of the normal prior on the means (used when ``mean_prior`` is not given).
+    mean_prior : pair (loc, var), optional
+        ``mu_k ~ N(loc_k, diag(var_k))``; each a number or an array of shape (K,) or (K, m).
+        Default ``(0, prior_var)``.
+    precision_prior : pair (df, scale), optional
+        ``Sigma_k^{-1} ~ Wishart(df_k, scale_k)``; ``df`` a number or (K,) (above ``m - 1``), ``scale``
+        a number (times the identity), (m, m) or (K, m, m). Default ``(m + 1, I / (m + 1))`` (mean
+        ``I``). For ``m = 1``, ``(2 a, 1 / (2 b))`` is the Gamma(a, b) prior of ``1 / sigma^2``.
+    transition_prior : number or array (K, K), default 1
+        Dirichlet concentrations of the rows of ``Pi`` (1: flat).
+    emission_cov : number or array, optional
+        Fixed emission covariances (a number times the identity, (K,) numbers, (m, m) or (K, m, m));
+        ``theta`` is then ``(eta, mu)``. Default: sampled, with ``psi`` in ``theta``.
+    initial : {"z0", "z1"}, default "z0"
+        Which state ``initial_probs`` is the law of: ``z_0``, one step before the first observation
+        (thesis Eq. 3.35), so that ``z_1 ~ initial_probs @ Pi``; or ``z_1``, the state of the first
+        observation (the textbook HMM).
+    initial_probs : array (K,), optional
+        The initial law (default uniform).
+
+    Notes
+    -----
+    Buffered windows that start after the first observation start from the stationary law of
+    ``Pi`` (treated as fixed) whatever ``initial`` is; see :mod:`sgmc.ssm.hmm_params` for the priors.
 
     Examples
     --------
@@ -219,22 +246,54 @@ class GaussianHMM(StateSpaceModel):
     >>> model = GaussianHMM(y, n_states=2)
     >>> model.grad_log_posterior(theta).shape
     (8,)
+    >>> textbook = GaussianHMM(y, n_states=2, emission_cov=1.0, initial="z1",
+    ...                        mean_prior=([3.0, 10.0], 1.0))      # theta = (eta, mu)
+    >>> textbook.param_names
+    ('eta[0,0]', 'eta[0,1]', 'eta[1,0]', 'eta[1,1]', 'mu[0,0]', 'mu[1,0]')
     """
 
-    def __init__(self, y: Any, n_states: int, *, prior_var: float = 100.0):
+    def __init__(
+        self,
+        y: Any,
+        n_states: int,
+        *,
+        prior_var: float = 100.0,
+        mean_prior: Any = None,
+        precision_prior: Any = None,
+        transition_prior: Any = None,
+        emission_cov: Any = None,
+        initial: str = "z0",
+        initial_probs: Any = None,
+    ):
         y_arr = y if is_array(y) else backends.asarray(y, backend="numpy")
         m = 1 if y_arr.ndim == 1 else int(y_arr.shape[-1])
         K = check_int(n_states, "n_states", minimum=2)
         tri = [i * m + j for i in range(m) for j in range(i + 1)]
-        dim = K * K + K * m + K * len(tri)
+        fixed = emission_cov is not None
+        dim = K * K + K * m + (0 if fixed else K * len(tri))
         super().__init__(y_arr, dim, 1, m)
         self.K, self.m = K, m
+        xp, dt, dev = self.xp, self.dtype, self.device
         self.prior_var = check_positive(prior_var, "prior_var")
+        self.prior = make_prior(xp, K, m, dt, dev, prior_var=self.prior_var, mean_prior=mean_prior,
+                                precision_prior=precision_prior, transition_prior=transition_prior)
+        self.initial = check_choice(initial, "initial", ("z0", "z1"))
+        self._uniform_init = initial_probs is None
+        if initial_probs is None:
+            self._init = xp.ones((K,), dtype=dt, device=dev) / K
+        else:
+            p = xp.asarray(initial_probs, dtype=dt, device=dev)
+            if tuple(p.shape) != (K,) or not bool(xp.all(p >= 0)) or abs(float(xp.sum(p)) - 1.0) > 1e-8:
+                msg = f"`initial_probs` must be a probability vector of shape ({K},); got {initial_probs!r}"
+                raise ValueError(msg)
+            self._init = p
+        self._fixed_psi = fixed_precision_factor(xp, emission_cov, K, m, dt, dev) if fixed else None
         self._ntri = len(tri)
         self._E = _selector(self.xp, m * m, tri, self.dtype, self.device)
         names = [f"eta[{i},{j}]" for i in range(K) for j in range(K)]
         names += [f"mu[{k},{i}]" for k in range(K) for i in range(m)]
-        names += [f"psi[{k}][{p // m},{p % m}]" for k in range(K) for p in tri]
+        if not fixed:
+            names += [f"psi[{k}][{p // m},{p % m}]" for k in range(K) for p in tri]
         self.param_names = tuple(names)
 
     # -- parameters -------------------------------------------------------------------------------
@@ -244,6 +303,8 @@ class GaussianHMM(StateSpaceModel):
         lead = tuple(theta.shape[:-1])
         eta = xp.reshape(theta[..., : K * K], lead + (K, K))
         mu = xp.reshape(theta[..., K * K : K * K + K * m], lead + (K, m))
+        if self._fixed_psi is not None:
+            return eta, mu, xp.broadcast_to(self._fixed_psi, lead + (K, m, m))
         packed = xp.reshape(theta[..., K * K + K * m :], lead + (K, self._ntri))
         psi = xp.reshape(packed @ xp.matrix_transpose(self._E), lead + (K, m, m))
         return eta, mu, psi
@@ -262,45 +323,43 @@ class GaussianHMM(StateSpaceModel):
         return HMMParams(self._Pi(eta), mu, 0.5 * (Sigma + xp.matrix_transpose(Sigma)))
 
     def unconstrain(self, params: HMMParams) -> Array:
-        """``theta`` of ``(Pi, mu, Sigma)`` (``eta = log Pi``, ``psi`` with a positive diagonal)."""
+        """``theta`` of ``(Pi, mu, Sigma)`` (``eta = log Pi``, ``psi`` with a positive diagonal;
+        ``Sigma`` is ignored when the covariances are fixed)."""
         xp = self.xp
         Pi, mu, Sigma = params
+        Pi, mu = (xp.asarray(a, dtype=self.dtype, device=self.device) for a in (Pi, mu))
         lead = tuple(Pi.shape[:-2])
-        psi = xp.linalg.cholesky(xp.linalg.inv(Sigma))
-        packed = xp.reshape(xp.reshape(psi, lead + (self.K, self.m * self.m)) @ self._E, lead + (-1,))
-        return xp.concat([xp.reshape(xp.log(Pi), lead + (-1,)), xp.reshape(mu, lead + (-1,)), packed], axis=-1)
+        parts = [xp.reshape(xp.log(Pi), lead + (-1,)), xp.reshape(mu, lead + (-1,))]
+        if self._fixed_psi is None:
+            Sigma = xp.asarray(Sigma, dtype=self.dtype, device=self.device)
+            psi = xp.linalg.cholesky(xp.linalg.inv(Sigma))
+            parts.append(xp.reshape(xp.reshape(psi, lead + (self.K, self.m * self.m)) @ self._E, lead + (-1,)))
+        return xp.concat(parts, axis=-1)
 
     def _pack(self, geta, gmu, gpsi):
         xp = self.xp
         lead = tuple(geta.shape[:-2])
-        packed = xp.reshape(xp.reshape(gpsi, lead + (self.K, self.m * self.m)) @ self._E, lead + (-1,))
-        return xp.concat([xp.reshape(geta, lead + (-1,)), xp.reshape(gmu, lead + (-1,)), packed], axis=-1)
+        parts = [xp.reshape(geta, lead + (-1,)), xp.reshape(gmu, lead + (-1,))]
+        if self._fixed_psi is None:
+            parts.append(xp.reshape(xp.reshape(gpsi, lead + (self.K, self.m * self.m)) @ self._E, lead + (-1,)))
+        return xp.concat(parts, axis=-1)
 
     # -- prior ----------------------------------------------------------------------------------------
     def _jac(self):
         m = self.m
         return self.xp.asarray([float(m - i) for i in range(m)], dtype=self.dtype, device=self.device)
 
+    def _free_psi(self, psi):
+        return None if self._fixed_psi is not None else psi
+
     def log_prior(self, theta: Array) -> Array:
-        xp = self.xp
-        m = self.m
+        """Log prior density (up to a constant) of ``theta`` (..., dim); see :mod:`sgmc.ssm.hmm_params`."""
         eta, mu, psi = self._split(theta)
-        lp = xp.sum(eta - xp.exp(eta), axis=(-2, -1))
-        lp = lp - xp.sum(mu * mu, axis=(-2, -1)) / (2.0 * self.prior_var)
-        Lam = psi @ xp.matrix_transpose(psi)
-        d = xp.log(xp.abs(xp.linalg.diagonal(psi)))  # (..., K, m)
-        lp = lp - 0.5 * (m + 1) * xp.sum(xp.linalg.trace(Lam), axis=-1) + xp.sum(self._jac() * d, axis=(-2, -1))
-        return lp
+        return prior_terms(self.xp, self.prior, eta, mu, self._free_psi(psi), self._jac())
 
     def grad_log_prior(self, theta: Array) -> Array:
-        xp = self.xp
-        m = self.m
         eta, mu, psi = self._split(theta)
-        geta = 1.0 - xp.exp(eta)
-        gmu = -mu / self.prior_var
-        eye = xp.eye(m, dtype=self.dtype, device=self.device)
-        gpsi = -(m + 1) * psi + eye * (self._jac() / xp.linalg.diagonal(psi))[..., None, :]
-        return self._pack(geta, gmu, gpsi)
+        return self._pack(*prior_grads(self.xp, self.prior, eta, mu, self._free_psi(psi), self._jac()))
 
     # -- smoothing ------------------------------------------------------------------------------------
     def _stats(self, theta_b, y, p0, mask, weight):
@@ -309,7 +368,7 @@ class GaussianHMM(StateSpaceModel):
         eta, mu, psi = self._split(theta_b)
         Pi = self._Pi(eta)
         logp = _log_emission(xp, y, mu, psi)
-        ll, gamma, N, G = forward_backward(Pi, logp, p0, mask, weight, xp=xp)
+        ll, gamma, N, G = self._smooth(Pi, logp, p0, mask, weight)
         wg = gamma if weight is None else gamma * weight[..., None]  # (b, L, K)
         Y1 = xp.matrix_transpose(wg) @ y  # (b, K, m)
         Y2 = _second_moments(xp, wg, y)  # (b, K, m, m)
@@ -320,26 +379,43 @@ class GaussianHMM(StateSpaceModel):
         gmu = (Lam @ (Y1 - Gk * mu)[..., None])[..., 0]
         outer = lambda a, c: a[..., :, None] * c[..., None, :]  # noqa: E731
         E = Y2 - outer(mu, Y1) - outer(Y1, mu) + Gk[..., None] * outer(mu, mu)
-        gpsi = (Gk[..., None] * Sigma - E) @ psi
+        gpsi = None if self._fixed_psi is not None else (Gk[..., None] * Sigma - E) @ psi
         return ll, self._pack(geta, gmu, gpsi)
 
+    def _smooth(self, Pi, logp, p0, mask, weight):
+        """Forward-backward with ``p0`` the law of ``z_0`` (``initial="z0"``) or of ``z_1`` (``"z1"``)."""
+        xp = self.xp
+        if self.initial == "z0":
+            return forward_backward(Pi, logp, p0, mask, weight, xp=xp)
+        fb = lambda *a: forward_backward(*a, xp=xp)  # noqa: E731
+        return first_state_smoother(xp, fb, Pi, logp, p0, mask, weight)
+
     def _p0_uniform(self, b):
-        return self.xp.ones((b, self.K), dtype=self.dtype, device=self.device) / self.K
+        """The initial law (``initial_probs``, default uniform) for ``b`` rows."""
+        return self.xp.broadcast_to(self._init[None, :], (b, self.K))
+
+    def _checked(self, theta: Any) -> tuple[Array, bool]:
+        """``theta`` as (chains, dim), finite, or ``ValueError`` naming it."""
+        theta, single = self._theta(theta)
+        check_finite(self.xp, theta, "theta")
+        return theta, single
 
     def log_lik(self, theta: Array, idx: Array | None = None) -> Array:
         """Exact log-likelihood by the forward algorithm, ``(chains,)``."""
         if idx is not None:
             self._not_iid()
         xp = self.xp
+        theta, _ = self._checked(theta)
         eta, mu, psi = self._split(theta)
         c = theta.shape[0]
         y = xp.broadcast_to(self.y[None, ...], (c,) + tuple(self.y.shape))
         logp = _log_emission(xp, y, mu, psi)
         Pi = self._Pi(eta)
-        return forward_backward(Pi, logp, self._p0_uniform(c), xp=xp)[0]
+        return self._smooth(Pi, logp, self._p0_uniform(c), None, None)[0]
 
     def log_lik_and_grad(self, theta: Array) -> tuple[Array, Array]:
         xp = self.xp
+        theta, _ = self._checked(theta)
         c = theta.shape[0]
         y = xp.broadcast_to(self.y[None, ...], (c,) + tuple(self.y.shape))
         return self._stats(theta, y, self._p0_uniform(c), None, None)
@@ -374,9 +450,12 @@ class GaussianHMM(StateSpaceModel):
         Pi, mu, Sigma = self.constrain(theta[None, :])
         cdf = xp.cumulative_sum(Pi[0], axis=-1)  # (K, K)
         u = rng.uniform((T + 1,), dtype=self.dtype)
-        z = xp.astype(rng.integers(self.K, (1,)), xp.int64)  # z_0 ~ uniform
-        states = []
-        for t in range(T):
+        if self._uniform_init:
+            z = xp.astype(rng.integers(self.K, (1,)), xp.int64)
+        else:
+            z = categorical(u[:1][None, :], xp.cumulative_sum(self._init, axis=-1)[None, :])[0]
+        states = [z] if self.initial == "z1" else []
+        for t in range(len(states), T):
             row = xp.take(cdf, z, axis=0)  # (1, K)
             z = categorical(u[t + 1 : t + 2][None, :], row)[0]
             states.append(z)
