@@ -165,8 +165,9 @@ def _share(spec: RunSpec) -> SharedSpec:
     head = pickle.dumps(spec, protocol=5, buffer_callback=buffers.append)
     if not buffers:
         return SharedSpec(head, None, ())
-    fd, path = tempfile.mkstemp(prefix="sgmc-data-", suffix=".bin")
+    path = None
     try:
+        fd, path = tempfile.mkstemp(prefix="sgmc-data-", suffix=".bin")
         layout, offset = [], 0
         with os.fdopen(fd, "wb") as fh:
             for buf in buffers:
@@ -375,7 +376,8 @@ def _dask_lost_errors() -> tuple:
     killed = getattr(distributed, "KilledWorker", None)
     if killed is None:  # pragma: no cover - older releases keep it in the scheduler module
         from distributed.scheduler import KilledWorker as killed
-    return (killed,)
+    # a task whose input (the scattered spec) died with its workers is cancelled
+    return (killed, cf.CancelledError)
 
 
 def _run_on_dask(spec: RunSpec, tasks: list, client: Any, bar: Any, n_iter: int) -> dict:
@@ -383,11 +385,12 @@ def _run_on_dask(spec: RunSpec, tasks: list, client: Any, bar: Any, n_iter: int)
     # a fresh key per run: a content-hashed key could collide with a previous run's data that
     # the scheduler is still releasing
     token = uuid.uuid4().hex
-    shared = client.scatter(pickle.dumps(spec, protocol=_PICKLE_PROTOCOL), broadcast=True, hash=False)
     lost_errors = _dask_lost_errors()
     results: dict = {}
 
     def submit(group: list) -> dict:
+        # the spec is scattered for each try: what the first one scattered may have died with its workers
+        shared = client.scatter(pickle.dumps(spec, protocol=_PICKLE_PROTOCOL), broadcast=True, hash=False)
         # in submission order (a list, not as_completed, which would need this client to be the default)
         futs = [(client.submit(_run_pickled, token, shared, pickle.dumps([t], protocol=_PICKLE_PROTOCOL),
                                pure=False), [t]) for t in group]

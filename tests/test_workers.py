@@ -1,0 +1,251 @@
+"""Workers that die mid-run: finished groups are kept, lost groups run again from the same streams.
+
+A model that kills the process it runs in (SIGKILL, at a chosen gradient call, never in the test's
+own process) stands in for a worker that runs out of memory or is killed. Killed once, the run must
+give the draws of an uninterrupted run, on ``executor="processes"``, on a ``ProcessPoolExecutor``
+and on a Dask ``LocalCluster`` of processes; killed every time it runs a given group, the run must
+raise :class:`sgmc.executors.WorkerLostError` naming that group and carrying the others' draws.
+The module also checks that a process pool maps the run's arrays from one file instead of copying
+them, and that the Dask workers keep one spec per run.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import sgmc
+from sgmc import executors
+from sgmc.executors import WorkerLostError
+from sgmc.models import LogisticRegression
+
+N_DATA, DIM, SEED = 3000, 3, 11
+
+
+class DyingRegression(LogisticRegression):
+    """A logistic regression whose minibatch gradient kills the worker process it runs in.
+
+    At its ``at``-th gradient call in a task, in any process but the one that built it, and only for
+    a group of ``chains`` chains (any group when None), it kills its own process. With ``once`` the
+    first such process creates ``marker`` and dies; every later one finds the marker and lives.
+    """
+
+    def __init__(self, X, y, marker, at=5, chains=None, once=True):
+        super().__init__(X, y)
+        self.home = os.getpid()
+        self.marker = str(marker)
+        self.at = at
+        self.kill_chains = chains
+        self.once = once
+        self.calls = 0
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self.calls = 0
+
+    def grad_log_lik_sum(self, theta, idx=None, weights=None):
+        if self._chosen(theta):  # counted per chosen group (a Dask worker keeps the model between tasks)
+            self.calls += 1
+            if self.calls == self.at and os.getpid() != self.home:
+                self._die()
+        return super().grad_log_lik_sum(theta, idx, weights)
+
+    def _chosen(self, theta) -> bool:
+        return self.kill_chains is None or int(theta.shape[0]) == self.kill_chains
+
+    def _die(self) -> None:
+        if self.once:
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
+        else:
+            with open(self.marker, "a") as fh:
+                fh.write(f"{os.getpid()}\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _data():
+    r = np.random.default_rng(0)
+    X = np.concatenate([np.ones((N_DATA, 1)), r.normal(size=(N_DATA, DIM - 1))], axis=1)
+    y = (r.random(N_DATA) < 1.0 / (1.0 + np.exp(-X @ np.array([0.3, -1.0, 0.5])))).astype(float)
+    return X, y
+
+
+def _run(model, **kw):
+    options = dict(step_size=1e-4, batch_size=30, n_iter=40, chains=5, group_size=2, rng=SEED,
+                   progress=False, store_grads=True)
+    options.update(kw)
+    return sgmc.sample(model, "sgld", "minibatch", **options)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The uninterrupted in-process run (a model that never dies in this process)."""
+    X, y = _data()
+    return _run(LogisticRegression(X, y))
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def test_dying_model_lives_in_this_process(tmp_path, reference):
+    X, y = _data()
+    trace = _run(DyingRegression(X, y, tmp_path / "m", at=2, once=False))
+    assert not (tmp_path / "m").exists()
+    assert _same(trace.draws, reference.draws)
+
+
+def test_processes_survive_a_killed_worker(tmp_path, reference):
+    X, y = _data()
+    marker = tmp_path / "killed"
+    trace = _run(DyingRegression(X, y, marker, at=10), executor="processes")
+    assert marker.exists(), "no worker was killed: the test tested nothing"
+    assert _same(trace.draws, reference.draws)
+    assert _same(trace.grads, reference.grads)
+    assert trace.info["groups"] == reference.info["groups"]
+
+
+def test_user_pool_survives_a_killed_worker(tmp_path, reference):
+    X, y = _data()
+    marker = tmp_path / "killed"
+    with cf.ProcessPoolExecutor(2, mp_context=executors._safe_context()) as pool:
+        trace = _run(DyingRegression(X, y, marker, at=25, chains=1), executor=pool)
+    assert marker.exists()
+    assert _same(trace.draws, reference.draws)
+
+
+def test_a_group_lost_twice_names_it_and_keeps_the_others(tmp_path, reference):
+    X, y = _data()
+    marker = tmp_path / "deaths"
+    # groups [0, 2], [2, 4], [4, 5]: the last one (one chain) kills every worker that runs it; one
+    # worker runs the groups in order, so groups 0 and 1 finish first
+    with cf.ProcessPoolExecutor(1, mp_context=executors._safe_context()) as pool:
+        with pytest.raises(WorkerLostError, match=r"group\(s\) of chains \[2\]") as info:
+            _run(DyingRegression(X, y, marker, at=3, chains=1, once=False), executor=pool)
+    err = info.value
+    assert len(marker.read_text().split()) == 2  # the first try and the retry
+    assert err.lost == [2]
+    assert sorted(err.finished) == [0, 1]
+    assert err.trace is not None
+    assert err.trace.info["groups"] == [[0, 2], [2, 4]]
+    assert _same(err.trace.draws, np.asarray(reference.draws)[:4])
+
+
+def test_the_data_file_is_mapped_and_removed(tmp_path, monkeypatch):
+    X, y = _data()
+    spec = executors.RunSpec(None, LogisticRegression(X, y), [1e-4], [0], False, None, 1, None)
+    shared = executors._share(spec)
+    try:
+        assert shared.path is not None and os.path.getsize(shared.path) >= X.nbytes
+        assert len(shared.head) < 10_000  # the arrays are out of band, not in the pickle
+        assert all(off % 64 == 0 for off, _ in shared.layout)
+        back = executors._load_shared(shared)
+        model = back.estimator
+        assert not model.X.flags.writeable and model.X.base is not None
+        assert _same(model.X, X) and _same(model.y, y)
+    finally:
+        executors._remove(shared.path)
+    # a run leaves no file behind
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    _run(LogisticRegression(X, y), executor="processes", chains=2, n_iter=5)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_temporary_folder_falls_back_to_in_band(monkeypatch, reference):
+    X, y = _data()
+
+    def refuse(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(executors.tempfile, "mkstemp", refuse)
+    spec = executors.RunSpec(None, LogisticRegression(X, y), [1e-4], [0], False, None, 1, None)
+    shared = executors._share(spec)
+    assert shared.path is None and len(shared.head) > X.nbytes
+    assert _same(executors._load_shared(shared).estimator.X, X)
+    trace = _run(LogisticRegression(X, y), executor="processes")
+    assert _same(trace.draws, reference.draws)
+
+
+# -- Dask (last: the cluster's threads start here) -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    # a task whose worker died is lost at once (no rescheduling by Dask), so sgmc's own retry is tested
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           dashboard_address=":0")
+    client = distributed.Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_dask_survives_a_killed_worker(tmp_path, reference, dask_client):
+    X, y = _data()
+    marker = tmp_path / "killed"
+    trace = _run(DyingRegression(X, y, marker, at=10), executor=dask_client)
+    assert marker.exists()
+    assert _same(trace.draws, reference.draws)
+    assert _same(trace.grads, reference.grads)
+
+
+def test_dask_group_lost_twice(tmp_path, reference, dask_client):
+    X, y = _data()
+    marker = tmp_path / "deaths"
+    with pytest.raises(WorkerLostError, match=r"\[2\]") as info:
+        _run(DyingRegression(X, y, marker, at=3, chains=1, once=False), executor=dask_client)
+    err = info.value
+    assert err.lost == [2] and sorted(err.finished) == [0, 1]
+    assert _same(err.trace.draws, np.asarray(reference.draws)[:4])
+    # the workers forget the run's spec, whatever happened
+    held = dask_client.run(lambda: len(__import__("sgmc.executors").executors._WORKER_SPECS))
+    assert set(held.values()) == {0}
+
+
+def test_dask_specs_are_kept_per_run(reference):
+    # two runs on one (threaded) worker: each keeps its own spec until it is forgotten
+    import pickle
+
+    X, y = _data()
+    r = np.random.default_rng(5)
+    X2 = r.normal(size=X.shape)
+    y2 = (r.random(N_DATA) < 0.5).astype(float)
+    specs = {}
+    for token, (Xi, yi) in (("run-a", (X, y)), ("run-b", (X2, y2))):
+        model = LogisticRegression(Xi, yi)
+        smp = sgmc.samplers.make_sampler("sgld", model)
+        est = sgmc.estimators.make_estimator("minibatch", model, 30)
+        specs[token] = pickle.dumps(executors.RunSpec(
+            smp, est, [1e-4] * 40, list(range(40)), True, None, 100, sgmc.backends.get_backend("numpy")))
+    rng = sgmc.backends.default_rng(SEED).spawn(3)[2].spawn(3)
+    start = np.zeros((2, DIM))
+    task = pickle.dumps([executors.GroupTask(0, rng[0], start)])
+    executors._WORKER_SPECS.clear()
+    try:
+        a1 = pickle.loads(executors._run_pickled("run-a", specs["run-a"], task))
+        b1 = pickle.loads(executors._run_pickled("run-b", specs["run-b"], task))
+        assert set(executors._WORKER_SPECS) == {"run-a", "run-b"}
+        # the cached specs answer, whatever blob comes along: run-a's is still run-a's
+        a2 = pickle.loads(executors._run_pickled("run-a", specs["run-b"], task))
+        assert _same(a1[0][1].draws, a2[0][1].draws)
+        assert not _same(a1[0][1].draws, b1[0][1].draws)
+        executors._forget_spec("run-a")
+        assert set(executors._WORKER_SPECS) == {"run-b"}
+    finally:
+        executors._WORKER_SPECS.clear()
