@@ -44,12 +44,12 @@ def prefix_products(M: Array, reverse: bool = False) -> tuple[Array, Array]:
     d = 1
     while d < L:
         if reverse:  # P_t <- P_t @ P_{t+d} for t < L - d
-            Pn, sn = _normalise(xp, P[:, : L - d] @ P[:, d:], s[:, : L - d] + s[:, d:])
-            P = xp.concat([Pn, P[:, L - d :]], axis=1)
+            Pn, sn = _normalise(xp, P[:, : L - d, ...] @ P[:, d:, ...], s[:, : L - d] + s[:, d:])
+            P = xp.concat([Pn, P[:, L - d :, ...]], axis=1)
             s = xp.concat([sn, s[:, L - d :]], axis=1)
         else:  # P_t <- P_{t-d} @ P_t for t >= d
-            Pn, sn = _normalise(xp, P[:, : L - d] @ P[:, d:], s[:, : L - d] + s[:, d:])
-            P = xp.concat([P[:, :d], Pn], axis=1)
+            Pn, sn = _normalise(xp, P[:, : L - d, ...] @ P[:, d:, ...], s[:, : L - d] + s[:, d:])
+            P = xp.concat([P[:, :d, ...], Pn], axis=1)
             s = xp.concat([s[:, :d], sn], axis=1)
         d *= 2
     return P, s
@@ -84,13 +84,13 @@ def messages_scan(Pi: Array, p: Array, p0: Array, weight: Array | None = None) -
     logc = xp.log(c[:, -1]) + fs[:, -1]
     alpha = fwd / c[..., None]  # filtered
     Bk, _ = prefix_products(E, reverse=True)
-    back = xp.sum(Bk[:, 1:], axis=-1)  # E_{t+1}..E_L 1 for t < L-1, scaled: (b, L-1, K)
+    back = xp.sum(Bk[:, 1:, ...], axis=-1)  # E_{t+1}..E_L 1 for t < L-1, scaled: (b, L-1, K)
     back = back / xp.sum(back, axis=-1, keepdims=True)
     beta = xp.concat([back, xp.ones((b, 1, K), dtype=p.dtype, device=device_of(p)) / K], axis=1)
     g = alpha * beta
     gamma = g / xp.sum(g, axis=-1, keepdims=True)
-    a_prev = xp.concat([p0[:, None, :], alpha[:, :-1]], axis=1)
-    xi = a_prev[..., :, None] * Pi[:, None] * (p * beta)[..., None, :]  # (b, L, K, K)
+    a_prev = xp.concat([p0[:, None, :], alpha[:, :-1, :]], axis=1)
+    xi = a_prev[..., :, None] * Pi[:, None, ...] * (p * beta)[..., None, :]  # (b, L, K, K)
     xi = xi / xp.sum(xi, axis=(-2, -1), keepdims=True)
     if weight is None:
         return logc, gamma, xp.sum(xi, axis=1), xp.sum(gamma, axis=1)
