@@ -309,3 +309,32 @@ def test_figure5_claims_quick(tmp_path):
         cv = s[plain + "-CV"]
         se = math.hypot(s[plain]["average_se"], cv["average_se"])
         assert cv["average"] <= s[plain]["average"] + Z_TOL * se, plain
+
+
+def test_pilot_extends_its_grid_past_an_edge(monkeypatch):
+    """The pilot's choice is bracketed: a best step at an end of the grid adds steps that way (one
+    grid ratio each, at most ``extend``); the score is a stand-in with its minimum at h = 0.1."""
+    from sgmc.experiments import bnn
+
+    calls = []
+
+    def score(model, method, h, *args):
+        calls.append(h)
+        return (math.log10(h) + 1.0) ** 2
+
+    monkeypatch.setattr(bnn, "_pilot_score", score)
+
+    class Ctx:
+        def status(self, text):
+            pass
+
+    best, scores, at_edge = bnn._pilot(Ctx(), None, "SGLD", [1e-4, 1e-3], 10, None, None, 1, 1, None, None, 0,
+                                       extend=4)
+    assert best == pytest.approx(1e-1) and not at_edge
+    np.testing.assert_allclose(sorted(scores), [1e-4, 1e-3, 1e-2, 1e-1, 1.0])
+    best, scores, at_edge = bnn._pilot(Ctx(), None, "SGLD", [1e-4, 1e-3], 10, None, None, 1, 1, None, None, 0,
+                                       extend=1)
+    assert best == pytest.approx(1e-2) and at_edge and len(scores) == 3
+    best, scores, at_edge = bnn._pilot(Ctx(), None, "SGLD", [1.0, 10.0], 10, None, None, 1, 1, None, None, 0,
+                                       extend=3)
+    assert best == pytest.approx(1e-1) and not at_edge and min(scores) == pytest.approx(1e-2)

@@ -13,13 +13,14 @@ growing burn-in), and Figure 6 plots its RMSE, averaged over folds, against iter
 
 Step sizes are tuned by a pilot run on fold 1 (``pilot_iter`` iterations for every value of a grid,
 per method; :data:`GRIDS`): the pilot holds out 5% of the training ratings and keeps the step size
-whose averaged prediction has the lowest RMSE on them (a diverged run is out). The test ratings are
-never used for tuning. SGHMC's friction follows the R package's ``alpha = 0.01``: C = 2 alpha / h.
+whose averaged prediction has the lowest RMSE on them (a diverged run is out); when that is an end
+of the grid, the grid is extended that way, one grid ratio at a time, up to ``pilot_extend`` (3)
+times. The test ratings are never used for tuning. SGHMC's friction follows the R package's ``alpha = 0.01``: C = 2 alpha / h.
 
 Options (``reproduce("bpmf-movielens", out, **options)``): ``folds`` (number of folds, 1..5, or a
 tuple of fold numbers), ``n_iter``, ``sgd_iter``, ``eval_every``, ``batch_frac``, ``d``,
 ``n_leapfrog`` (SGHMC's L), ``step_sizes`` (dict method -> h, skips the pilot), ``pilot_iter``,
-``sgd_step``, ``path`` (MovieLens-100k files), ``max_users`` (keep the first users only), ``chains``.
+``pilot_extend``, ``sgd_step``, ``path`` (MovieLens-100k files), ``max_users`` (keep the first users only), ``chains``.
 """
 
 from __future__ import annotations
@@ -172,29 +173,42 @@ def run(ctx: Context) -> None:
             if any(m.endswith("CV") for m in todo) else None
         vtest = (first.train_users[val], first.train_items[val], first.train_ratings[val])
         pev = max(1, pilot_iter // 10)
+        extend = int(ctx.option("pilot_extend", 3))
+
+        def score_of(m, h):
+            ctx.status(f"pilot {m} h={h:g}")
+            start = centre if m.endswith("CV") else init
+            try:
+                _, r = _run(pm, m, h, pilot_iter, pbatch, start, start, pev, vtest, clip, n_leapfrog, ctx.seed)
+                return float(r[-1]) if r.size and np.isfinite(r[-1]) else math.inf
+            except Exception as exc:  # a diverged pilot run is out of the race  # noqa: BLE001
+                if "diverg" not in str(exc).lower() and "finite" not in str(exc).lower():
+                    raise
+                return math.inf
+
         for m in todo:
-            best = None
-            for h in GRIDS[m.split("-")[0]]:
-                ctx.status(f"pilot {m} h={h:g}")
-                start = centre if m.endswith("CV") else init
-                try:
-                    _, r = _run(pm, m, h, pilot_iter, pbatch, start, start, pev, vtest, clip, n_leapfrog, ctx.seed)
-                    score = float(r[-1]) if r.size and np.isfinite(r[-1]) else math.inf
-                except Exception as exc:  # a diverged pilot run is out of the race  # noqa: BLE001
-                    if "diverg" not in str(exc).lower() and "finite" not in str(exc).lower():
-                        raise
-                    score = math.inf
-                pilot_rows.append([m, h, score])
-                if best is None or score < best[1]:
-                    best = (h, score)
-            if not math.isfinite(best[1]):
-                msg = f"every pilot step size of {m} diverged ({GRIDS[m.split('-')[0]]}); give `step_sizes`"
+            scores = {h: score_of(m, h) for h in GRIDS[m.split("-")[0]]}
+            # an end of the grid is not a choice: extend it that way (one grid ratio a step) until a
+            # worse step brackets the best, at most `pilot_extend` times
+            for _ in range(extend):
+                grid = sorted(scores)
+                best_h = min(scores, key=lambda k: scores[k])
+                if not math.isfinite(scores[best_h]) or best_h not in (grid[0], grid[-1]) or len(grid) < 2:
+                    break
+                new = grid[0] ** 2 / grid[1] if best_h == grid[0] else grid[-1] ** 2 / grid[-2]
+                scores[new] = score_of(m, new)
+            best_h = min(scores, key=lambda k: scores[k])
+            if not math.isfinite(scores[best_h]):
+                msg = f"every pilot step size of {m} diverged ({sorted(scores)}); give `step_sizes`"
                 raise FloatingPointError(msg)
-            steps[m] = best[0]
+            edge = best_h in (min(scores), max(scores))
+            for h in sorted(scores):
+                pilot_rows.append([m, h, scores[h], "chosen" + (", at the edge" if edge else "") if h == best_h else ""])
+            steps[m] = best_h
     steps.update(given)
     ctx.notes["step_sizes"] = steps
     if pilot_rows:
-        ctx.write_table("pilot", ["method", "h", "validation RMSE"], pilot_rows,
+        ctx.write_table("pilot", ["method", "h", "validation RMSE", "note"], pilot_rows,
                         title=f"Pilot runs ({pilot_iter} iterations, fold {folds[0]}, 5% of training ratings held out)")
 
     # -- the runs ---------------------------------------------------------------------------------
