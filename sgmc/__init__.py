@@ -16,7 +16,7 @@ from . import backends, diagnostics, estimators, models, optimize, samplers, ssm
 from ._array_api import array_namespace
 from .chains import DivergenceError
 from .optimize import ModeNotFoundWarning
-from .run import SamplingInterruptedWarning, resume, sample
+from .run import RunawayChainWarning, SamplingInterruptedWarning, resume, sample
 from .trace import Trace
 from .tuning import tune_step_size
 
@@ -27,6 +27,7 @@ __all__ = [
     "resume",
     "DivergenceError",
     "SamplingInterruptedWarning",
+    "RunawayChainWarning",
     "ModeNotFoundWarning",
     "tune_step_size",
     "Trace",

@@ -22,25 +22,29 @@ import math
 import os
 import re
 import sys
+import tempfile
 import time
+import warnings
+import zlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from . import __version__, backends
-from ._atomic import atomic_write
+from ._names import canonical
 from ._progress import progress_scope
 from ._validation import did_you_mean
 from .datasets import linear_regression_data, load_csv, logistic_regression_data
 from .chains import DivergenceError
 from .diagnostics import log_loss, predictive_log_lik
+from .diagnostics.runaway import Runaway, RunawayChainWarning, find_runaway
 from .diagnostics.zero_variance import n_zv_features, zv_mean, zv_order_for
 from .estimators import ESTIMATORS
 from .models import Affine, LinearRegression, LogisticRegression, Model
 from .optimize import laplace
 from .plot import _matplotlib, trace_plot
-from .run import sample
+from .run import SamplingInterruptedWarning, sample
 from .samplers import SAMPLERS
 
 __all__ = ["main", "build_parser"]
@@ -69,6 +73,10 @@ STEP_FACTORS = {
     ("mala", "full"): 1.0,
 }
 MOMENTUM_FACTORS = {"minibatch": 0.3, "cv": 1.0, "svrg": 0.3, "full": 0.3}
+# Samplers on their own scale whose factor for an estimator differs from SGLD's (as multiples of their
+# step_unit): SGRLD with SVRG or SAGA at SGLD's 0.5 runs away on the default job (draws at |theta| in
+# the thousands); see docs/samplers.md.
+UNIT_FACTORS = {("sgrld", "svrg"): 0.1, ("sgrld", "saga"): 0.1}
 # The preferential, adaptive, SAGA and DPP estimators take the factors of their plain counterparts.
 _LIKE = {"ps": "minibatch", "dpp": "minibatch", "saga": "svrg", "cv-ps": "cv", "adaptive-cv": "cv",
          "adaptive-cv-ps": "cv"}
@@ -114,14 +122,16 @@ def _split_names(values: Sequence[str] | None, known: Sequence[str], flag: str, 
         return list(default)
     out = []
     for v in values:
-        for name in v.split(","):
-            name = name.strip().lower()
-            if not name:
+        for given in v.split(","):
+            name = canonical(given, known) if given.strip() else ""
+            if not given.strip():
                 continue
-            if name not in known:
-                close = difflib.get_close_matches(name, list(known), n=1)
+            if name is None:
+                given = given.strip()
+                close = difflib.get_close_matches(given.lower().replace("_", "-"), list(known), n=1) or \
+                    difflib.get_close_matches(given.lower().replace("-", "_"), list(known), n=1)
                 hint = f"did you mean {close[0]!r}? " if close else ""
-                msg = f"{flag}: unknown name {name!r}; {hint}choose from {', '.join(sorted(known))}"
+                msg = f"{flag}: unknown name {given!r}; {hint}choose from {', '.join(sorted(known))}"
                 raise ValueError(msg)
             if name not in out:
                 out.append(name)
@@ -308,6 +318,7 @@ class _Problem:
     kind: str
     description: str
     mode: Any = None
+    precision: Any = None
     lambda_max: float = float("nan")
     reference_mean: np.ndarray | None = None
     reference_note: str = ""
@@ -363,6 +374,13 @@ def _load_problem(args, cfg: dict) -> _Problem:
     return _Problem(model, X_test, y_test, args.model, description)
 
 
+def _uninterrupted(trace: Any) -> Any:
+    """The trace of a run that finished; Ctrl-C during it ends the command (no reference from part of a run)."""
+    if trace.info["interrupted"]:
+        raise KeyboardInterrupt
+    return trace
+
+
 def _reference_iters(dim: int, chains: int) -> int:
     """Iterations per chain of the MALA reference: enough for degree-2 control variates when that is cheap.
 
@@ -396,14 +414,14 @@ def _mala_reference(args, problem: _Problem, precision: Any, chains: int, iters:
     pilot_seed, run_seed = seed.spawn(2)
     h = 1.65**2 * model.dim ** (-1.0 / 3.0)
     for s in pilot_seed.spawn(REF_PILOTS):
-        tr = sample(white, "mala", "full", step_size=h, n_iter=REF_PILOT_ITERS, chains=chains, init=zero,
-                    rng=s, progress=False)
+        tr = _uninterrupted(sample(white, "mala", "full", step_size=h, n_iter=REF_PILOT_ITERS, chains=chains,
+                                   init=zero, rng=s, progress=False))
         acc = float(np.mean(tr.info["acceptance_rate"]))
         h *= math.exp(2.0 * (acc - MALA_TARGET_ACCEPTANCE))
     burn = max(1, iters // 10)
     t0 = time.perf_counter()
-    tr = sample(white, "mala", "full", step_size=h, n_iter=iters, burn_in=burn, chains=chains, init=zero,
-                rng=run_seed, progress=not args.no_progress, store_grads=True)
+    tr = _uninterrupted(sample(white, "mala", "full", step_size=h, n_iter=iters, burn_in=burn, chains=chains,
+                               init=zero, rng=run_seed, progress=not args.no_progress, store_grads=True))
     acc = float(np.mean(tr.info["acceptance_rate"]))
     # theta = mode + L z and grad_theta log pi = L^{-T} grad_z log pi, row by row
     flat_z = xp.reshape(tr.draws, (-1, model.dim))
@@ -461,6 +479,8 @@ def _default_step(method: _Method, lambda_max: float, unit: float | None = None)
     if method.sampler in MOMENTUM_SAMPLERS:
         scale = 1.0 / math.sqrt(lambda_max) if unit is None else unit
         return MOMENTUM_FACTORS[method.estimator] * scale
+    if unit is not None and (method.sampler, method.estimator) in UNIT_FACTORS:
+        return UNIT_FACTORS[(method.sampler, method.estimator)] * unit
     key = (method.sampler, method.estimator) if unit is None else ("sgld", method.estimator)
     return STEP_FACTORS[key] * (1.0 / lambda_max if unit is None else unit)
 
@@ -473,8 +493,12 @@ def _step_unit(method: _Method, model: Any, precision: Any, mode: Any, batch: in
     smp = make_sampler(method.sampler, model)
     if type(smp).step_unit is SamplerBase.step_unit or method.sampler in ("sghmc", "sgnht"):
         return None
-    options = {"centre": mode} if method.estimator == "cv" else {}
-    est = make_estimator(method.estimator, model, batch, **options)
+    # the estimators that find the mode take it here (their weights or control variates are built there)
+    # (an adaptive estimator's subsample size comes from its own pilot runs: its plain counterpart's
+    # noise stands in for it here)
+    name = method.estimator.replace("adaptive-", "")
+    options = {"centre": mode} if name in _CENTRED else {}
+    est = make_estimator(name, model, batch, **options)
     return float(smp.step_unit(model, precision, mode, est, rng))
 
 
@@ -505,7 +529,18 @@ def _log_loss(problem: _Problem, draws: Any) -> float:
     return -float(predictive_log_lik(log_lik))
 
 
+def _method_seed(seed: int, label: str) -> np.random.SeedSequence:
+    """The seed of a method: from --seed and the method's label, so its row does not depend on the others."""
+    return np.random.SeedSequence(seed, spawn_key=(zlib.crc32(label.encode("utf-8")),))
+
+
 def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int, init: Any, seed) -> dict:
+    """Run one method; its row, and its trace when it produced draws to report.
+
+    A row is marked instead of filled when the method diverged, ran away (see
+    :mod:`sgmc.diagnostics.runaway`: growth through the run, or draws far outside the Laplace
+    approximation at the mode) or was interrupted by Ctrl-C.
+    """
     model = problem.model
     options = {}
     if method.estimator in _CENTRED:
@@ -513,32 +548,60 @@ def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int,
         options = {"opt_steps": max(burn, 100)}
     else:
         n_iter, burn_in, start = iters, burn, init
+    row = {"method": method.label, "h": method.step_size}
     t0 = time.perf_counter()
     try:
-        trace = sample(
-            model, method.sampler, method.estimator, step_size=method.step_size,
-            batch_size=args.batch_size, n_iter=n_iter, burn_in=burn_in, chains=args.chains, init=start,
-            rng=seed, progress=not args.no_progress, estimator_options=options or None,
-        )
+        with warnings.catch_warnings():
+            # reported in the table instead
+            warnings.simplefilter("ignore", SamplingInterruptedWarning)
+            warnings.simplefilter("ignore", RunawayChainWarning)
+            trace = sample(
+                model, method.sampler, method.estimator, step_size=method.step_size,
+                batch_size=args.batch_size, n_iter=n_iter, burn_in=burn_in, chains=args.chains, init=start,
+                rng=seed, progress=not args.no_progress, estimator_options=options or None,
+            )
     except DivergenceError as exc:
-        row = {
-            "method": method.label, "h": method.step_size, "time": time.perf_counter() - t0,
-            "diverged": exc.iteration,
-        }
+        row.update(time=time.perf_counter() - t0, diverged=exc.iteration)
+        return {"row": row, "trace": None}
+    except KeyboardInterrupt:  # during the set-up (the mode search), before the iterations
+        row.update(time=time.perf_counter() - t0, interrupted=0, of=n_iter)
         return {"row": row, "trace": None}
     elapsed = time.perf_counter() - t0
+    row["time"] = elapsed
+    if trace.info["interrupted"]:
+        row.update(interrupted=int(trace.info["iterations_done"]), of=n_iter)
+        return {"row": row, "trace": None}
+    found = [Runaway(**r) for r in trace.info.get("runaway", [])]
+    found += find_runaway(trace.draws, trace.iterations, centre=problem.mode, precision=problem.precision)
+    if found:
+        first = min(found, key=lambda r: (r.kind != "scale", r.chain))
+        row["runaway"] = first._asdict()
+        trace.info["runaway"] = [r._asdict() for r in found]
+        return {"row": row, "trace": trace, "report": False}
     passes = float(trace.info["setup_data_passes"]) + float(np.mean(trace.stats["data_passes"][:, -1]))
     mean = backends.to_numpy(trace.mean())
-    row = {
-        "method": method.label,
-        "h": method.step_size,
-        "time": elapsed,
-        "passes": passes,
-        "log_loss": _log_loss(problem, trace.flat_draws()),
-        "mean_error": float(np.linalg.norm(mean - problem.reference_mean)),
-        "kept": trace.n_draws * trace.n_chains,
-    }
-    return {"row": row, "trace": trace}
+    row.update(
+        passes=passes,
+        log_loss=_log_loss(problem, trace.flat_draws()),
+        mean_error=float(np.linalg.norm(mean - problem.reference_mean)),
+        kept=trace.n_draws * trace.n_chains,
+    )
+    return {"row": row, "trace": trace, "report": True}
+
+
+def _mark(r: dict) -> str | None:
+    """What a row that holds no result says instead, or None for a result."""
+    if "diverged" in r:
+        return f"diverged at iteration {r['diverged']}, h = {r['h']:.3g}"
+    if "interrupted" in r:
+        where = "in its set-up" if r["interrupted"] == 0 else f"at iteration {r['interrupted']} of {r['of']}"
+        return f"interrupted {where} (Ctrl-C); no result"
+    if "runaway" in r:
+        w = r["runaway"]
+        what = ("far outside the Laplace scale" if w["kind"] == "scale" else "growing without bound")
+        return (f"ran away: chain {w['chain']} {what} from iteration {w['iteration']} "
+                f"({w['factor']:.3g}{' x sqrt(d) sd' if w['kind'] == 'scale' else '-fold'}), h = {r['h']:.3g}; no result")
+    return None
 
 
 def _format_table(rows: list, metric: str) -> str:
@@ -546,7 +609,7 @@ def _format_table(rows: list, metric: str) -> str:
     body = [
         (r["method"], f"{r['h']:.3g}", f"{r['time']:.2f}", f"{r['passes']:.1f}", f"{r['log_loss']:.4f}",
          f"{r['mean_error']:.3g}")
-        for r in rows if "diverged" not in r
+        for r in rows if _mark(r) is None
     ]
     widths = [max([len(head[i])] + [len(b[i]) for b in body]) for i in range(len(head))]
     widths[0] = max([widths[0]] + [len(r["method"]) for r in rows])
@@ -555,10 +618,8 @@ def _format_table(rows: list, metric: str) -> str:
     )
     lines, ok = [], iter(body)
     for r in rows:
-        if "diverged" in r:
-            lines.append(f"{r['method'].ljust(widths[0])}  diverged at iteration {r['diverged']}, h = {r['h']:.3g}")
-        else:
-            lines.append(line(next(ok)))
+        mark = _mark(r)
+        lines.append(line(next(ok)) if mark is None else f"{r['method'].ljust(widths[0])}  {mark}")
     return "\n".join([line(head), line(["-" * w for w in widths]), *lines])
 
 
@@ -567,6 +628,53 @@ def _check_output_path(path: str, flag: str) -> None:
     if not os.path.isdir(parent):
         msg = f"{flag}: directory {parent!r} does not exist"
         raise ValueError(msg)
+
+
+def _check_writable(path: str, flag: str) -> None:
+    """Fail before any sampling when ``path`` cannot be written (a file is made and removed beside it)."""
+    _check_output_path(path, flag)
+    if os.path.isdir(path):
+        msg = f"{flag}: {path!r} is a directory; give a file name"
+        raise ValueError(msg)
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".sgmc-probe-", dir=parent)
+        os.close(fd)
+        os.remove(probe)
+        if os.path.exists(path) and not os.access(path, os.W_OK):
+            raise PermissionError(f"{path} is read-only")
+    except OSError as err:
+        msg = f"{flag}: cannot write {path!r}: {err.strerror or err}"
+        raise ValueError(msg) from None
+
+
+def _output_paths(path: str, methods: list) -> dict:
+    """The file of each method: ``path`` itself for one method, ``STEM-LABEL.EXT`` for several."""
+    if len(methods) == 1:
+        return {methods[0].label: path}
+    stem, ext = os.path.splitext(path)
+    return {m.label: f"{stem}-{m.label}{ext or '.npz'}" for m in methods}
+
+
+def _save_traces(args, problem: _Problem, results: dict, paths: dict, settings: dict) -> list:
+    """Each method's trace by :meth:`sgmc.Trace.save`, with the command's settings and its row in ``info``."""
+    written = []
+    for label, res in results.items():
+        if res["trace"] is None:
+            continue
+        trace = res["trace"]
+        trace.info["command"] = {
+            **settings,
+            "method": label,
+            "step_size": res["row"]["h"],
+            "row": res["row"],
+            "reference_mean": [float(v) for v in problem.reference_mean],
+            "reference": problem.reference_note,
+            "problem": problem.description,
+        }
+        trace.save(paths[label])
+        written.append(paths[label])
+    return written
 
 
 def _command_run(args) -> int:
@@ -595,27 +703,34 @@ def _command_run(args) -> int:
         msg = f"{flag} sets the size of simulated data; it cannot be combined with --data"
         raise ValueError(msg)
     if args.plot is not None:
-        _check_output_path(args.plot, "--plot")
+        _check_writable(args.plot, "--plot")
         Figure, _ = _matplotlib()
         formats = Figure().canvas.get_supported_filetypes()
         ext = os.path.splitext(args.plot)[1].lower().lstrip(".")
         if ext not in formats:
             msg = f"--plot: cannot write {ext or 'a file without extension'!r}; use one of {', '.join(sorted(formats))}"
             raise ValueError(msg)
+    out_paths = {}
     if args.output is not None:
-        _check_output_path(args.output, "--output")
+        out_paths = _output_paths(args.output, methods)
+        for path in out_paths.values():
+            _check_writable(path, "--output")
 
-    seeds = np.random.SeedSequence(args.seed).spawn(3 + len(methods))
+    # Seeds: the data, the mode search and the reference from --seed; each method's from --seed and its
+    # label (so a method's row is the same whichever other methods are listed).
+    seeds = np.random.SeedSequence(args.seed).spawn(3)
     problem = _load_problem(args, cfg)
     model = problem.model
+    be = backends.get_backend(model.xp)
     _status(args, f"sgmc run: {problem.description}")
 
-    mode_rng = backends.default_rng(seeds[0], backend=backends.get_backend(model.xp), device=model.device)
+    mode_rng = backends.default_rng(seeds[0], backend=be, device=model.device)
     t0 = time.perf_counter()
     nb = args.batch_size
     nb = max(1, min(model.n_data, int(nb * model.n_data) if isinstance(nb, float) else int(nb)))
-    problem.mode, precision, n_newton = laplace(model, mode_rng, batch_size=nb, progress=not args.no_progress)
-    eig = backends.to_numpy(model.xp.linalg.eigvalsh(precision))
+    problem.mode, problem.precision, n_newton = laplace(model, mode_rng, batch_size=nb,
+                                                        progress=not args.no_progress)
+    eig = backends.to_numpy(model.xp.linalg.eigvalsh(problem.precision))
     problem.lambda_max = float(eig[-1])
     mode_note = f"mode by Adam (2000 steps) and {n_newton} Newton steps with exact Hessians, {time.perf_counter() - t0:.1f} s"
     if problem.kind == "linear":
@@ -628,24 +743,47 @@ def _command_run(args) -> int:
         if ref_iters is None:
             ref_iters = _reference_iters(model.dim, cfg["ref_chains"])
         problem.reference_mean, problem.reference_note = _mala_reference(
-            args, problem, precision, cfg["ref_chains"], ref_iters, seeds[1]
+            args, problem, problem.precision, cfg["ref_chains"], ref_iters, seeds[1]
         )
     for k, m in enumerate(methods):
         if args.step_size is not None:
             m.step_size = args.step_size[0] if len(args.step_size) == 1 else args.step_size[k]
         else:
-            unit = _step_unit(m, model, precision, problem.mode, nb, mode_rng)
+            unit_rng = backends.default_rng(_method_seed(args.seed, "unit " + m.label), backend=be,
+                                            device=model.device)
+            unit = _step_unit(m, model, problem.precision, problem.mode, nb, unit_rng)
             m.step_size = _default_step(m, problem.lambda_max, unit)
 
     init_gen = np.random.default_rng(seeds[2])
-    init = backends.asarray(init_gen.standard_normal((args.chains, model.dim)), backend=backends.get_backend(model.xp),
+    init = backends.asarray(init_gen.standard_normal((args.chains, model.dim)), backend=be,
                             dtype=model.dtype, device=model.device)
     results = {}
-    for k, m in enumerate(methods):
+    stopped = None
+    for m in methods:
         _status(args, f"running {m.label} (h = {m.step_size:.3g}) ...")
-        results[m.label] = _run_method(args, problem, m, iters, burn, init, seeds[3 + k])
+        results[m.label] = _run_method(args, problem, m, iters, burn, init, _method_seed(args.seed, m.label))
+        if "interrupted" in results[m.label]["row"]:
+            stopped = m.label
+            break
     rows = [r["row"] for r in results.values()]
-    ran = {k: v for k, v in results.items() if v["trace"] is not None}
+    ran = {k: v for k, v in results.items() if v["trace"] is not None and v.get("report")}
+
+    # Files first: a closed standard output (``sgmc run ... | head``) must not lose them.
+    notes = []
+    if stopped is None:
+        if args.plot is not None and ran:
+            path = trace_plot({k: v["trace"] for k, v in ran.items()}, args.plot,
+                              coords=tuple(range(min(3, model.dim))), reference=problem.reference_mean)
+            notes.append(f"trace plot written to {path}")
+        if args.output is not None:
+            settings = {"argv": list(getattr(args, "argv", []) or []), "seed": args.seed, "iters": iters,
+                        "burn_in": burn, "chains": args.chains, "batch_size": args.batch_size,
+                        "backend": be.name, "model": problem.kind}
+            written = _save_traces(args, problem, results, out_paths, settings)
+            if written:
+                notes.append(f"traces written to {', '.join(written)} (sgmc.Trace.load opens them)")
+    elif args.plot is not None or args.output is not None:
+        notes.append("no files written: the command was interrupted")
 
     metric = "log-loss"
     sub = [v["trace"] for k, v in ran.items() if v["trace"].info["estimator"] != "full"]
@@ -654,7 +792,7 @@ def _command_run(args) -> int:
                max(1, min(model.n_data, int(round(nb * model.n_data)) if isinstance(nb, float) else int(nb))))
     print(f"sgmc run: {problem.description}")
     print(
-        f"backend {backends.get_backend(model.xp).name}; {args.chains} chain(s) per method; {iters} iterations "
+        f"backend {be.name}; {args.chains} chain(s) per method; {iters} iterations "
         f"per method ({burn} burn-in, or mode-search steps for cv); subsample n = {int(n_batch)}"
     )
     print()
@@ -670,27 +808,25 @@ def _command_run(args) -> int:
             f"log-loss: held-out negative log posterior-predictive density, averaged over up to "
             f"{LOG_LOSS_DRAWS} kept draws"
         )
-    print("data passes: per-datum gradient evaluations per chain / N, mode search included; "
-          "time: wall seconds of sgmc.sample")
+    print("data passes: per-datum evaluations per chain / N, those of the sampler (a Fisher metric) and of the "
+          "set-up (mode search) included; time: wall seconds of sgmc.sample")
     ref_norm = float(np.linalg.norm(problem.reference_mean))
     print(f"mean error: ||posterior mean - reference mean||_2, with ||reference mean||_2 = {ref_norm:.4f}")
     print(f"reference: {problem.reference_note}; {mode_note}")
     print(f"step sizes: {'given by --step-size' if args.step_size else 'from the curvature at the mode'}; "
           f"lambda_max = {problem.lambda_max:.4g}")
-
-    if len(ran) < len(results):
+    if any("diverged" in r for r in rows):
         print("diverged: positions stopped being finite at that iteration; use a smaller --step-size")
-    if args.plot is not None and ran:
-        path = trace_plot({k: v["trace"] for k, v in ran.items()}, args.plot,
-                          coords=tuple(range(min(3, model.dim))), reference=problem.reference_mean)
-        print(f"trace plot written to {path}")
-    if args.output is not None:
-        arrays = {f"draws_{k}": backends.to_numpy(v["trace"].draws) for k, v in ran.items()}
-        arrays["reference_mean"] = problem.reference_mean
-        arrays["table"] = np.asarray(json.dumps(rows))
-        with atomic_write(args.output) as fh:
-            np.savez_compressed(fh, **arrays)
-        print(f"draws written to {args.output}")
+    if any("runaway" in r for r in rows):
+        print("ran away: the draws stayed finite but grew without bound or lie far outside the Laplace "
+              "approximation at the mode (sgmc.diagnostics.runaway); use a smaller --step-size")
+    for note in notes:
+        print(note)
+    if stopped is not None:
+        left = [m.label for m in methods][len(results):]
+        print(f"interrupted during {stopped}{'; not run: ' + ', '.join(left) if left else ''}")
+        sys.stdout.flush()
+        raise KeyboardInterrupt
     return 0
 
 
@@ -706,7 +842,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     -------
     int
         0 on success, 2 for a usage or data error (reported on one line on stderr), 130 when
-        interrupted by Ctrl-C (one line on stderr, no traceback).
+        interrupted by Ctrl-C (one line on stderr, no traceback; ``sgmc run`` first prints the table
+        of the methods that finished, the interrupted one marked, and runs no further method), 141
+        when standard output was closed by its reader (``sgmc run ... | head``), the files of
+        ``--output`` and ``--plot`` having been written before anything was printed.
 
     Examples
     --------
@@ -720,6 +859,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
+        args.argv = list(sys.argv[1:] if argv is None else argv)
         command = _command_reproduce if args.command == "reproduce" else _command_run
         with progress_scope(False if args.no_progress else True):
             return command(args)
@@ -728,6 +868,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141
     except _Failure as exc:
         message = str(exc)
     except (ValueError, TypeError, FloatingPointError, ImportError, OSError, RuntimeError) as exc:
@@ -735,6 +878,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     message = " ".join(message.split())
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return 2
+
+
+def _silence_stdout() -> None:
+    """Point standard output at the null device, so that the interpreter's final flush stays quiet."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (captured output)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

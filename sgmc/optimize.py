@@ -332,12 +332,16 @@ def negative_hessian(model: Any, theta: Any, *, chunk_elements: int = 4_000_000)
     return 0.5 * (P + P.T)
 
 
-def newton(model: Any, theta: Any, *, max_steps: int = 25, tol: float = 1e-10) -> tuple[Array, int]:
+def newton(model: Any, theta: Any, *, max_steps: int = 25, tol: float = 1e-10,
+           passes: list | None = None) -> tuple[Array, int]:
     """Damped Newton steps on the full log posterior from ``theta`` (dim,).
 
     Each step solves ``P step = grad log pi`` with P = :func:`negative_hessian` and halves the step
     until the log posterior does not decrease. Stops when a step is shorter than
     ``tol * (1 + |theta|)``.
+
+    ``passes``, a list, receives the number of full-data evaluations made (log densities of the
+    line search, gradients and Hessians), for set-up costs.
 
     Returns
     -------
@@ -346,6 +350,7 @@ def newton(model: Any, theta: Any, *, max_steps: int = 25, tol: float = 1e-10) -
         Newton steps taken.
     """
     require(model, ("log_posterior", "grad_log_posterior"), "newton")
+    count = 1  # the log density at the start
     xp = model.xp
     theta = _start(model, theta, "theta")[0, ...]
     logp = float(model.log_posterior(theta))
@@ -353,11 +358,13 @@ def newton(model: Any, theta: Any, *, max_steps: int = 25, tol: float = 1e-10) -
     for _ in range(check_int(max_steps, "max_steps")):
         P = negative_hessian(model, theta)
         g = model.grad_log_posterior(theta)
+        count += 2
         step = xp.linalg.solve(P, g[:, None])[:, 0]
         t = 1.0
         while t > 1e-6:
             cand = theta + t * step
             lc = float(model.log_posterior(cand))
+            count += 1
             if math.isfinite(lc) and lc >= logp - 1e-9 * abs(logp):
                 break
             t *= 0.5
@@ -366,6 +373,8 @@ def newton(model: Any, theta: Any, *, max_steps: int = 25, tol: float = 1e-10) -
         size = float(xp.linalg.vector_norm(t * step))
         if size <= tol * (1.0 + float(xp.linalg.vector_norm(theta))):
             break
+    if passes is not None:
+        passes.append(count)
     return theta, steps
 
 

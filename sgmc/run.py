@@ -34,13 +34,15 @@ from ._array_api import as_float_array, check_finite, is_array
 from ._progress import progress_bar, progress_scope, wants_progress
 from ._validation import check_choice, check_int
 from .chains import ChainsResult, DivergenceError, run_chains, step_stats
+from .diagnostics.runaway import RunawayChainWarning, warn_if_runaway
 from .estimators import FullGradient, SupportsPrepare, make_estimator
 from .executors import GroupTask, RunSpec, WorkerLostError, check_executor, run_groups
 from .models.base import check_compatible, check_target, require
 from .samplers import make_sampler, step_sizes
 from .trace import Trace
 
-__all__ = ["sample", "resume", "DEFAULT_GROUP_SIZE", "SamplingInterruptedWarning", "CheckpointWriteError"]
+__all__ = ["sample", "resume", "DEFAULT_GROUP_SIZE", "SamplingInterruptedWarning", "CheckpointWriteError",
+           "RunawayChainWarning"]
 
 
 class SamplingInterruptedWarning(UserWarning):
@@ -542,9 +544,11 @@ def _execute(job: _Job, executor: Any, progress: bool, callback: Callable | None
         trace.info["stopped"] = "max_time" if job.budget_iters is not None else None
         if job.max_time is not None:
             trace.info["max_time"] = job.max_time
+        warn_if_runaway(trace, spec.sampler, spec.step_sizes)
         return trace
     trace = job.trace(job.results + ([partial] if partial is not None else []), interrupted=True)
     trace.info["stopped"] = "interrupt"
+    warn_if_runaway(trace, spec.sampler, spec.step_sizes)
     where = f"; resume with sgmc.resume({os.fspath(job.path)!r})" if job.path is not None else ""
     chains = f" of {trace.n_chains} of the {job.settings['chains']} chains" if trace.n_chains < job.settings["chains"] else ""
     msg = (

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+import sgmc
 from sgmc.cli import main
 
 from _helpers import Z_TOL
@@ -76,12 +77,21 @@ def test_quick_plot_and_output(quick_run):
     png = quick_run["png"]
     assert png.stat().st_size > 1000
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with np.load(quick_run["npz"]) as data:
-        assert data["draws_SGLD"].shape == (1, 1000, 10)
-        assert data["draws_SGLD-CV"].shape == (1, 1000, 10)
-        assert data["reference_mean"].shape == (10,)
-        table = json.loads(str(data["table"]))
-    assert [r["method"] for r in table] == ["SGLD", "SGLD-CV"]
+    # one file per method (two methods: the label after the stem), each a trace Trace.load opens, with
+    # the command's settings and the method's row
+    assert not quick_run["npz"].exists()
+    rows = _table(quick_run["out"])
+    for label in ("SGLD", "SGLD-CV"):
+        path = quick_run["npz"].with_name(f"draws-{label}.npz")
+        trace = sgmc.Trace.load(str(path))
+        assert trace.draws.shape == (1, 1000, 10)
+        cmd = trace.info["command"]
+        assert cmd["method"] == label and cmd["seed"] == 0 and cmd["iters"] == 2000 and cmd["burn_in"] == 1000
+        assert "--output" in cmd["argv"]
+        assert len(cmd["reference_mean"]) == 10
+        assert cmd["row"]["mean_error"] == pytest.approx(rows[label][4], rel=1e-2)
+        assert trace.info["sampler"] == "sgld"
+        assert str(path) in quick_run["out"]
 
 
 def test_entry_point_subprocess():
@@ -121,8 +131,7 @@ def test_mala_reference_against_quadrature(tmp_path):
     line = next(ln for ln in out.splitlines() if ln.startswith("reference:"))
     assert "control variates of degree 2" in line
     se = float(line.split("standard error about ", 1)[1].split(" ", 1)[0])
-    with np.load(npz) as data:
-        ref = data["reference_mean"]
+    ref = np.asarray(sgmc.Trace.load(str(npz.with_name("ref-SGLD.npz"))).info["command"]["reference_mean"])
     from sgmc.datasets import logistic_regression_data
 
     d = logistic_regression_data(n=400, dim=2, n_test=1000, rng=0)
@@ -229,3 +238,142 @@ def test_diverging_step_size_is_reported():
     # a diverged method is a row of the table, not an error that discards the other methods
     assert code == 0 and err == ""
     assert "SGLD    diverged at iteration 100, h = 1\n" in out
+
+
+# -- failures reported, true costs, Ctrl-C, one naming rule, --output ----------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+LINEAR = ["run", "--quick", "--no-progress", "--model", "linear", "--iters", "300"]
+
+
+def test_a_runaway_chain_is_a_marked_row_and_sgrld_svrg_has_a_working_default():
+    # SGRLD with SVRG at h = 0.5 (the factor SGLD-SVRG uses) jumps to |theta| in the thousands: finite
+    # draws, which used to be printed as a row with mean error 2e3
+    code, out, err = _run(["run", "--quick", "--no-progress", "--sampler", "sgrld", "--estimator", "svrg",
+                           "--step-size", "0.5"])
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("SGRLD-SVRG"))
+    assert "ran away: chain 0 far outside the Laplace scale from iteration" in line and "no result" in line
+    assert "ran away: the draws stayed finite" in out
+    # the default step of the pair works: a normal row, close to the reference
+    code, out, err = _run(["run", "--quick", "--no-progress", "--sampler", "sgrld", "--estimator", "svrg"])
+    assert code == 0, err
+    rows = _table(out)
+    h, _, passes, _, mean_error = rows["SGRLD-SVRG"]
+    assert mean_error < 0.05 * _reference_norm(out)
+    # the true cost: the Fisher metric's pass at each of the 2000 steps, besides SVRG's
+    assert passes > 2000
+
+
+def test_data_passes_are_true_costs():
+    code, out, err = _run([*LINEAR, "--sampler", "sgld,sgrld", "--estimator", "minibatch"])
+    assert code == 0, err
+    rows = _table(out)
+    # 300 iterations at n = 0.01 N: 3 passes; the linear model's Fisher metric is constant (computed once)
+    assert rows["SGLD"][2] == pytest.approx(3.0)
+    assert rows["SGRLD"][2] == pytest.approx(3.0)
+    code, out, err = _run(["run", "--quick", "--no-progress", "--iters", "300", "--sampler", "sgrld",
+                           "--estimator", "minibatch"])
+    assert code == 0, err
+    assert _table(out)["SGRLD"][2] == pytest.approx(303.0)  # logistic: one metric pass per step
+
+
+def test_names_take_hyphens_or_underscores():
+    from sgmc.cli import CLI_ESTIMATORS, CLI_SAMPLERS, _split_names
+
+    assert _split_names(["CV_PS,adaptive_cv", "Adaptive-CV-PS"], CLI_ESTIMATORS, "--estimator", []) == [
+        "cv-ps", "adaptive-cv", "adaptive-cv-ps"]
+    assert _split_names(["PSGLD"], CLI_SAMPLERS, "--sampler", []) == ["psgld"]
+    with pytest.raises(ValueError, match=r"--estimator: unknown name 'cv_pss'; did you mean 'cv-ps'\?"):
+        _split_names(["cv_pss"], CLI_ESTIMATORS, "--estimator", [])
+    code, out, err = _run([*LINEAR, "--estimator", "cv_ps"])
+    assert code == 0, err
+    assert list(_table(out)) == ["SGLD-CV-PS"]
+
+
+def test_a_methods_row_does_not_depend_on_the_other_methods():
+    def row(argv, label):
+        code, out, err = _run([*LINEAR, *argv])
+        assert code == 0, err
+        return next(ln for ln in out.splitlines() if ln.startswith(label + " ")).split()
+
+    alone = row(["--sampler", "psgld", "--estimator", "minibatch"], "PSGLD")
+    after = row(["--sampler", "sgld,psgld", "--estimator", "svrg,minibatch"], "PSGLD")
+    # every column but the wall time
+    assert alone[:2] + alone[3:] == after[:2] + after[3:]
+
+
+def test_output_is_a_trace_with_the_settings(tmp_path):
+    path = tmp_path / "run.npz"
+    code, out, err = _run([*LINEAR, "--estimator", "svrg", "--seed", "3", "--output", str(path)])
+    assert code == 0, err
+    trace = sgmc.Trace.load(str(path))
+    assert trace.info["estimator"] == "svrg" and trace.info["n_iter"] == 300 and trace.info["burn_in"] == 150
+    cmd = trace.info["command"]
+    assert cmd["seed"] == 3 and cmd["model"] == "linear" and cmd["method"] == "SGLD-SVRG"
+    assert cmd["argv"][-2:] == ["--output", str(path)]
+    assert trace.draws.shape == (1, 150, 10)
+
+
+def test_unwritable_output_fails_before_sampling(tmp_path, monkeypatch):
+    from sgmc import cli
+
+    def never(*args, **kwargs):
+        raise AssertionError("the set-up started before --output was checked")
+
+    monkeypatch.setattr(cli, "laplace", never)
+    for target, why in ((tmp_path, "is a directory"), ("/proc/sgmc-out.npz", "cannot write '/proc/sgmc-out.npz'"),
+                        (tmp_path / "no" / "x.npz", "does not exist")):
+        code, out, err = _run([*LINEAR, "--estimator", "minibatch", "--output", str(target)])
+        assert code == 2 and out == ""
+        assert err.startswith("sgmc: error: --output") and why in err and err.count("\n") == 1
+
+
+def test_a_closed_pipe_does_not_lose_the_output(tmp_path):
+    path = tmp_path / "piped.npz"
+    cmd = (f"{sys.executable} -m sgmc run --quick --no-progress --model linear --iters 200 "
+           f"--estimator minibatch --output {path} | head -1")
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=300, env=ENV, cwd=ROOT)
+    assert proc.stdout.startswith("sgmc run: linear regression")
+    assert proc.stdout.count("\n") == 1
+    assert "Traceback" not in proc.stderr and "error" not in proc.stderr, proc.stderr
+    assert sgmc.Trace.load(str(path)).draws.shape == (1, 100, 10)
+
+
+def _interrupt(argv, wait):
+    """Run ``sgmc`` in a subprocess, send SIGINT ``wait`` seconds after it starts the first method."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "sgmc", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV, cwd=ROOT)
+    seen = []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if line.startswith("running "):
+                break
+        time.sleep(wait)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, out, "".join(seen) + err
+
+
+@pytest.mark.parametrize("phase, burn", [("burn-in", 999_000), ("sampling", 10)])
+def test_ctrl_c_stops_the_whole_command(phase, burn):
+    # a long first method (1e6 iterations), interrupted during its burn-in or after it; the second never runs
+    code, out, err = _interrupt(["run", "--quick", "--model", "linear", "--estimator", "minibatch,svrg",
+                                 "--iters", "1000000", "--burn-in", str(burn)], wait=1.5)
+    assert code == 130, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines[-1] == "sgmc: interrupted"
+    assert "error" not in err and "Traceback" not in err and "non-finite" not in err
+    assert "running SGLD-SVRG" not in err
+    row = next(ln for ln in out.splitlines() if ln.startswith("SGLD "))
+    k = int(row.split("interrupted at iteration ")[1].split()[0])
+    assert (k < burn) if phase == "burn-in" else (burn < k < 1_000_000)
+    assert "interrupted during SGLD; not run: SGLD-SVRG" in out

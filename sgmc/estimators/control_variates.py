@@ -139,8 +139,9 @@ class ControlVariate(Estimator):
 
         The search (``opt_steps`` optimiser steps, then Newton steps where the model has Hessians) is
         checked at its end; a centre more than one posterior standard deviation from the mode gets
-        a :class:`sgmc.ModeNotFoundWarning`. The cost counts the optimiser's minibatches, three
-        passes through the data per Newton step (gradients, Hessians, log density) and the passes
+        a :class:`sgmc.ModeNotFoundWarning`. The cost counts the optimiser's minibatches, the
+        passes through the data of the Newton steps (gradients, Hessians, every log density of their
+        line search) and the passes
         of the check (:func:`sgmc.optimize.mode_gap_cost`).
         """
         est, cost = self, 0.0
@@ -154,10 +155,11 @@ class ControlVariate(Estimator):
             polish = _can_polish(m) if self.polish is None else bool(self.polish)
             how = f"{self.optimizer}, {self.opt_steps} steps"
             if polish:
-                polished, steps = newton(m, mode)
+                passes: list = []
+                polished, steps = newton(m, mode, passes=passes)
                 if bool(m.xp.all(m.xp.isfinite(polished))):
                     mode = polished
-                cost += 3.0 * steps * m.n_data
+                cost += float(passes[0]) * m.n_data
                 how += f" and {steps} Newton steps"
             warn_if_not_mode(m, mode, 1.0, how)
             cost += mode_gap_cost(m) * m.n_data

@@ -321,10 +321,11 @@ class _Preferential(Estimator):
             cost = float(self.opt_steps * self.opt_batch_size)
             how = f"{self.optimizer}, {self.opt_steps} steps"
             if _can_polish(m):  # Newton steps and the mode check, as find_mode does, with their passes counted
-                polished, steps = newton(m, mode)
+                passes: list = []
+                polished, steps = newton(m, mode, passes=passes)
                 if bool(m.xp.all(m.xp.isfinite(polished))):
                     mode = polished
-                cost += 3.0 * steps * m.n_data
+                cost += float(passes[0]) * m.n_data
                 how += " and Newton"
             warn_if_not_mode(m, mode, 1.0, how)
             cost += mode_gap_cost(m) * m.n_data
