@@ -52,7 +52,7 @@ def cached_arrays(key: str, build: Callable[[], dict], refresh: bool = False) ->
 
 def _read(path: str) -> dict:
     """An entry's arrays, checked against their checksums; raises on anything wrong."""
-    with np.load(path, allow_pickle=False) as f:
+    with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as f:  # our handle: closed whatever np.load raises
         arrays = {name: f[name] for name in f.files}
     sums = json.loads(str(arrays.pop("__sha256__")))
     if sorted(sums) != sorted(arrays) or any(array_digest(a) != sums[n] for n, a in arrays.items()):
