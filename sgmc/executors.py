@@ -15,7 +15,9 @@ pickled once with its arrays out of band: the arrays are written to one temporar
 removed at the end) that every worker maps read-only, so neither the parent nor a worker holds a
 second copy of the data, and each group is one task. Arrays that do not pickle out of band (torch
 tensors), or a temporary file that cannot be written, fall back to one in-band pickle per bundle of
-groups, one bundle per worker (the executor's ``_max_workers`` when it has one). The progress bar
+groups, one bundle per worker. Other executors (which may run their tasks on other machines, or in
+threads) get the spec itself in bundles, one per worker (the executor's ``_max_workers`` when it
+has one), so the model is pickled once per worker at most. The progress bar
 counts the iterations of all groups: in process it moves every few iterations; with an executor it
 moves as each task finishes.
 
@@ -321,9 +323,9 @@ def run_groups(
     return [results[t.index] for t in tasks]
 
 
-def _units(tasks: list, shared: SharedSpec, workers: int) -> list:
+def _units(tasks: list, shared: SharedSpec | None, workers: int) -> list:
     """Lists of groups, one per task: one group each, or one bundle per worker for in-band data."""
-    if shared.path is not None or len(shared.head) <= _MAX_HEAD:
+    if shared is not None and (shared.path is not None or len(shared.head) <= _MAX_HEAD):
         return [[t] for t in tasks]
     n_bundles = max(1, min(len(tasks), int(workers)))
     return [tasks[i::n_bundles] for i in range(n_bundles)]
@@ -349,22 +351,34 @@ def _collect(futures: dict, results: dict, bar: Any, n_iter: int, lost_errors: t
 
 
 def _run_on_pool(spec: RunSpec, tasks: list, executor: Any, bar: Any, n_iter: int) -> dict:
-    """Groups on a concurrent.futures executor; lost groups run once more on a fresh process pool."""
+    """Groups on a concurrent.futures executor; on a process pool, lost groups run once more on a fresh one.
+
+    A ``ProcessPoolExecutor`` runs on this machine, so its workers map the spec's arrays from a file
+    (:func:`_share`); any other executor gets the spec object itself, in bundles, as it may pickle it
+    for other machines (or not at all, as threads do).
+    """
     workers = getattr(executor, "_max_workers", None) or len(tasks)
-    shared = _share(spec)
+    local = isinstance(executor, cf.ProcessPoolExecutor)
+    shared = _share(spec) if local else None
     results: dict = {}
+
+    def submit(pool: Any, units: list) -> dict:
+        if shared is None:
+            return {pool.submit(_run_bundle, spec, u): u for u in units}
+        return {pool.submit(_run_shared, shared, u): u for u in units}
+
     try:
-        units = _units(tasks, shared, workers)
-        futures = {executor.submit(_run_shared, shared, u): u for u in units}
+        futures = submit(executor, _units(tasks, shared, workers))
         diverged, lost = _collect(futures, results, bar, n_iter, (BrokenProcessPool,))
         if lost and diverged is None:
             again = [t for t in tasks if t.index in set(lost)]
             n = min(len(again), int(workers), os.cpu_count() or 1)
             with cf.ProcessPoolExecutor(n, mp_context=_safe_context()) as pool:
-                futures = {pool.submit(_run_shared, shared, u): u for u in _units(again, shared, n)}
-                diverged, lost = _collect(futures, results, bar, n_iter, (BrokenProcessPool,))
+                diverged, lost = _collect(submit(pool, _units(again, shared, n)), results, bar, n_iter,
+                                          (BrokenProcessPool,))
     finally:
-        _remove(shared.path)
+        if shared is not None:
+            _remove(shared.path)
     _raise_diverged(diverged, results)
     _raise_lost(lost, results, "a worker process died (BrokenProcessPool)")
     return results

@@ -161,6 +161,15 @@ def test_the_data_file_is_mapped_and_removed(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_other_executors_get_the_spec_in_bundles(reference):
+    # a ThreadPoolExecutor is no process pool: no data file, the spec object itself, in bundles
+    X, y = _data()
+    with cf.ThreadPoolExecutor(2) as ex:
+        trace = _run(LogisticRegression(X, y), executor=ex)
+    assert _same(trace.draws, reference.draws)
+    assert executors._units(list(range(5)), None, 2) == [[0, 2, 4], [1, 3]]
+
+
 def test_unwritable_temporary_folder_falls_back_to_in_band(monkeypatch, reference):
     X, y = _data()
 
