@@ -26,7 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ._codec import Decoder, Encoder, NotStorable, _Missing
+from ._codec import Encoder, NotStorable
+from ._decode import Decoder, MissingObject
 from ._safefile import array_digest, read_container, write_container
 
 __all__ = ["RunFile", "prepare", "write", "read", "NotStorable", "FORMAT", "VERSION"]
@@ -163,7 +164,7 @@ def read(path: Any, supplied: dict) -> tuple[dict, dict, RunFile]:
         roles = {role: dec.decode(doc["roles"][role]) for role in ROLES}
         shared = dec.decode(doc["shared"])
         state = Decoder(members, table=dec.table).decode(json.loads(members["doc"]))
-    except _Missing as err:
+    except MissingObject as err:
         kind = err.check.get("type", "an object")
         msg = (f"the checkpoint {where!r} does not store its {err.role} (a {kind}, which is not part of sgmc, "
                f"so it is not saved as code); pass it again: sgmc.resume({where!r}, {err.role}=...)")
