@@ -225,3 +225,23 @@ def test_tables_write_numpy_scalars_as_plain_numbers(tmp_path):
         rows = list(csv.reader(fh))
     assert rows == [["name", "x", "n"], ["a", "0.1", "3"], ["b", "2.5", "4"]]
     assert float(rows[1][1]) == 0.1  # full precision, read back exactly
+
+
+def test_results_file_cells_name_what_is_missing(tmp_path):
+    """docs/reproduce_results.py writes a column that was not run as "not run" and a diverged value as
+    "diverged" (a results file holds no NaN), NumPy scalars as plain numbers, and the title as notes."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "reproduce_results.py"
+    spec = importlib.util.spec_from_file_location("reproduce_results", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    tables = mod.tables_of({"tables": {"t": {"columns": ["a", "b", "c", "d"], "title": "T",
+                                              "rows": [[float("nan"), float("inf"), np.float64(1.5), "x"]]}}})
+    assert tables == {"t": {"columns": ["a", "b", "c", "d"], "rows": [["not run", "diverged", 1.5, "x"]], "notes": "T"}}
+    assert type(tables["t"]["rows"][0][2]) is float
+    from docs._results import write_results
+
+    out = write_results("t", tables, command="x", directory=tmp_path)
+    assert json.loads(out.read_text())["tables"]["t"]["rows"][0][:2] == ["not run", "diverged"]
