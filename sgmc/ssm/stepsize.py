@@ -50,13 +50,27 @@ def step_unit(model: Any, position: Any = None, rng: Any = None, *, n_windows: i
     >>> 1e-6 < h < 1e-3
     True
     """
-    from ..backends import default_rng
+    from ..backends import default_rng, get_backend
 
     xp = model.xp
     rng = default_rng(rng, backend=xp) if not hasattr(rng, "normal") else rng
     if position is None:
         position = rng.normal((model.dim,), dtype=model.dtype)
     theta = xp.reshape(xp.asarray(position, dtype=model.dtype, device=model.device), (1, model.dim))
+    with get_backend(xp).quiet_float():  # a bad position shows as a non-finite curvature, reported below
+        lam = _largest_abs_eigenvalue(xp, _curvature(model, theta, rng, n_windows))
+    if not (lam > 0.0 and lam < float("inf")):
+        msg = (
+            f"the curvature of {type(model).__name__}'s posterior at `position` is not finite and positive "
+            f"(largest eigenvalue {lam}); give a position near the posterior"
+        )
+        raise ValueError(msg)
+    return 1.0 / lam
+
+
+def _curvature(model: Any, theta: Array, rng: Any, n_windows: int) -> Array:
+    """Negative Hessian of the log posterior (exact) or the empirical Fisher information, (dim, dim)."""
+    xp = model.xp
     d = model.dim
     if provides(model, "log_lik") and provides(model, "grad_log_lik"):
         eps = 1e-5 * (1.0 + xp.abs(theta[0]))
@@ -74,14 +88,7 @@ def step_unit(model: Any, position: Any = None, rng: Any = None, *, n_windows: i
         C = xp.matrix_transpose(c) @ c / (n_windows - 1)
         # a window's score is about (T - S + 1) / S times the sum of S per-step scores
         curv = C * (T * S / float(T - S + 1) ** 2)
-    lam = _largest_abs_eigenvalue(xp, curv)
-    if not (lam > 0.0 and lam < float("inf")):
-        msg = (
-            f"the curvature of {type(model).__name__}'s posterior at `position` is not finite and positive "
-            f"(largest eigenvalue {lam}); give a position near the posterior"
-        )
-        raise ValueError(msg)
-    return 1.0 / lam
+    return curv
 
 
 def _largest_abs_eigenvalue(xp: Any, M: Array) -> float:
