@@ -17,6 +17,8 @@ from sgmc._dispatch import native
 from sgmc.backends import _numba
 from sgmc.ssm import LGSSM, Buffered, GaussianHMM, HMMParams, LGSSMParams, kalman_loglik, kalman_stats
 from sgmc.ssm import hmm as hmm_mod
+from sgmc.ssm import kalman as kalman_mod
+from sgmc.ssm import kalman_scan
 from sgmc.ssm.hmm_scan import messages_scan, prefix_products
 
 try:
@@ -192,6 +194,54 @@ def test_kalman_native_equals_twin(n, m, b, L, masked, weighted):
         _numba.set_enabled(old)
     assert_close_all((ll, llf, *st), (ll_t, llf_t, *st_t), rtol=1e-10)
     assert_close_all(direct, (ll_t, *st_t[:5]), rtol=1e-10)
+
+
+@pytest.mark.parametrize("n,m,b,L", [(2, 3, 2, 1), (2, 3, 3, 40), (3, 2, 1, 130), (1, 1, 2, 33), (1, 2, 1, 20)])
+@pytest.mark.parametrize("masked", [False, True])
+def test_kalman_scan_equals_twin(xb, monkeypatch, n, m, b, L, masked):
+    rng = np.random.default_rng(10 * n + m + L)
+    A, Q, C, R = random_lgssm(rng, b, n, m)
+    y = rng.standard_normal((b, L, m))
+    m0, P0 = rng.standard_normal((b, n)), np.broadcast_to(1.5 * np.eye(n), (b, n, n))
+    mask = rng.random((b, L)) < 0.7 if masked else None
+    w = rng.random((b, L))
+    args = [xb.asarray(a) for a in (A, Q, C, R, y, m0, P0)]
+    mk = None if mask is None else xb.asarray(mask)
+    ll, st = kalman_scan.kalman_stats_scan(*args, mk, xb.asarray(w))
+    ll_f, none = kalman_scan.kalman_stats_scan(*args, mk, smooth=False)
+    assert none is None
+    monkeypatch.setattr(kalman_mod, "SCAN_MIN_LENGTH", 10**9)  # the sequential twin
+    old = _numba.set_enabled(False)
+    try:
+        ll_t, st_t = kalman_stats(*args, mk, xb.asarray(w))
+    finally:
+        _numba.set_enabled(old)
+    tol = 1e-9 if xb.float_dtype == "float64" else 2e-3
+    assert_close_all((ll, ll_f, *st), (ll_t, ll_t, *st_t[:5]), rtol=tol)
+
+
+def test_kalman_dispatch_runs_the_scan_for_few_long_series(monkeypatch):
+    calls = []
+    inner = kalman_mod.kalman_stats_scan
+
+    def record(*args, **kwargs):
+        calls.append(args[4].shape)
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(kalman_mod, "kalman_stats_scan", record)
+    rng = np.random.default_rng(0)
+    A, Q, C, R = random_lgssm(rng, 2, 2, 3)
+    m0, P0 = np.zeros((2, 2)), np.broadcast_to(np.eye(2), (2, 2, 2))
+    old = _numba.set_enabled(False)
+    try:
+        kalman_stats(A, Q, C, R, rng.standard_normal((2, 300, 3)), m0, P0)  # 2 * 9 <= SCAN_MAX_WORK
+        kalman_loglik(A, Q, C, R, rng.standard_normal((2, 300, 3)), m0, P0)
+        A8, Q8, C8, R8 = random_lgssm(rng, 40, 2, 3)
+        kalman_stats(A8, Q8, C8, R8, rng.standard_normal((40, 30, 3)), np.zeros((40, 2)),
+                     np.broadcast_to(np.eye(2), (40, 2, 2)))  # many short windows: the loop
+    finally:
+        _numba.set_enabled(old)
+    assert calls == [(2, 300, 3), (2, 300, 3)]
 
 
 @needs_native
