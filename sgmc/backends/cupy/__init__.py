@@ -4,24 +4,28 @@ This package is the only place that imports ``cupy``. Random numbers are drawn o
 ``cupy.random.Generator`` (XORWOW bit generator) seeded from a NumPy ``SeedSequence``: a generator's
 :meth:`~CupyGenerator.spawn` spawns the sequence, so chain groups get independent streams exactly as
 on the host backends, though the numbers differ from NumPy's for the same seed (cross-backend tests
-pass pre-drawn numbers instead of seeds). Every draw, conversion and kernel launch happens on the
-generator's or the arrays' device.
+pass pre-drawn numbers instead of seeds). Every generator keeps :data:`STATE_SIZE` cuRAND states,
+whatever the card, so its saved state resumes on another GPU. Every draw, conversion, allocation and
+kernel launch happens on the generator's or the arrays' device. :func:`device_status` calls the GPU
+usable only when the NVRTC library that compiles the kernels loads too.
 
 ``Backend.native`` maps the names of hot functions to hand-written CUDA kernels (``kernels/*.cu``,
 compiled by NVRTC on first use; see :mod:`sgmc.backends.cupy._native` for the host side):
 
-===========================  ===================================================================
-name                         array-API twin that defines the result
-===========================  ===================================================================
-``resample_systematic``      :func:`sgmc.ssm.resampling.systematic_ancestors`
-``resample_stratified``      :func:`sgmc.ssm.resampling.stratified_ancestors`
-``resample_multinomial``     :func:`sgmc.ssm.resampling.multinomial_ancestors`
-``resample_residual``        :func:`sgmc.ssm.resampling.residual_ancestors`
-``stein_row_sums``           :func:`sgmc.diagnostics._stein.row_sums_twin` (KSD pair sums)
-``glm_grad_log_lik_sum``     ``_GLM._grad_log_lik_sum`` of the logistic and linear regressions
-``stochvol_step``            :func:`sgmc.ssm.fused.sv_bootstrap_step_twin` (SV filter step)
-``subsample``                :func:`sgmc._sampling.subsample_twin` (minibatch indices)
-===========================  ===================================================================
+===============================  ====================================================================
+name                             array-API twin that defines the result
+===============================  ====================================================================
+``resample_systematic``          :func:`sgmc.ssm.resampling.systematic_ancestors`
+``resample_stratified``          :func:`sgmc.ssm.resampling.stratified_ancestors`
+``resample_multinomial``         :func:`sgmc.ssm.resampling.multinomial_ancestors`
+``resample_residual``            :func:`sgmc.ssm.resampling.residual_ancestors`
+``stein_row_sums``               :func:`sgmc.diagnostics._stein.row_sums_twin` (KSD pair sums)
+``glm_grad_log_lik_sum``         ``_GLM._grad_log_lik_sum`` of the logistic and linear regressions
+``glm_grad_log_lik_diff_sum``    ``_GLM._grad_diff_sum`` (the control-variate difference, one launch)
+``stochvol_step``                :func:`sgmc.ssm.fused.sv_bootstrap_step_twin` (SV filter step)
+``subsample``                    :func:`sgmc._sampling.subsample_twin` (minibatch indices)
+``contiguous``                   none: a C-contiguous copy, made once when a model is built or moved
+===============================  ====================================================================
 """
 
 from __future__ import annotations
