@@ -250,10 +250,10 @@ def _glm_launch(rt: Any, kind: str, X: Any, y: Any, theta: Any, centre: Any, idx
         return NotImplemented
     chains, batch = idx.shape
     dim = X.shape[1]
-    splits = glm_splits(chains, batch)
-    part = lib.empty((chains * splits, dim), dtype=lib.float64)
     if chains * dim == 0:
         return lib.zeros((chains, dim), dtype=X.dtype)
+    splits = glm_splits(chains, batch)
+    part = lib.empty((chains * splits, dim), dtype=lib.float64)
     k = rt.kernel("glm.cu", f"glm_grad_{_suffix(X.dtype)}", {"SGMC_BLOCK": _GLM_BLOCK})
 
     def c(a):
