@@ -18,7 +18,6 @@ that was written once (the run's data) and is shared by many (the checkpoints).
 
 from __future__ import annotations
 
-import functools
 import importlib
 import math
 import types
@@ -33,8 +32,9 @@ from ._array_api import is_array
 __all__ = ["Encoder", "NotStorable", "sgmc_name"]
 
 # Modules whose objects a file may not name: command line, experiments, file and run machinery.
-_DENIED = ("sgmc.cli", "sgmc.experiments", "sgmc.run", "sgmc._codec", "sgmc._checkpoint", "sgmc._safefile",
-           "sgmc._atomic", "sgmc._datacache", "sgmc.datasets", "sgmc.plot", "sgmc.__main__", "sgmc._progress")
+_DENIED = ("sgmc.cli", "sgmc.experiments", "sgmc.run", "sgmc.trace", "sgmc.tuning", "sgmc._codec", "sgmc._decode",
+           "sgmc._checkpoint", "sgmc._safefile", "sgmc._atomic", "sgmc._datacache", "sgmc.datasets", "sgmc.plot",
+           "sgmc.__main__", "sgmc._progress")
 _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
 _DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
            "float32", "float64", "complex64", "complex128")
@@ -208,9 +208,6 @@ class Encoder:
             n = self._new_id(obj)
             return {"$t": "xa", "$id": n, "b": be.name, "dev": self._device(be, obj.device),
                     "m": self._member(np.asarray(be.to_host(obj)))}
-        if isinstance(obj, functools.partial):
-            return {"$t": "partial", "f": self._enc(obj.func), "a": self._enc(list(obj.args)),
-                    "k": self._enc(dict(obj.keywords))}
         if isinstance(obj, types.MethodType):
             return {"$t": "meth", "self": self._enc(obj.__self__), "name": obj.__func__.__name__}
         if isinstance(obj, type):

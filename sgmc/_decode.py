@@ -11,7 +11,6 @@ their ``__dict__``. Placeholders take the caller's objects (``supplied=``); anyt
 
 from __future__ import annotations
 
-import functools
 import types
 from typing import Any
 
@@ -162,9 +161,6 @@ class Decoder:
         dev = self._dec(d["dev"])
         dtype = getattr(be.xp, host.dtype.name)
         return self._keep(d["$id"], be.from_host(np.array(host), dtype, dev if dev is not None else be.default_device))
-
-    def _tag_partial(self, d):
-        return functools.partial(self._dec(d["f"]), *self._dec(d["a"]), **self._dec(d["k"]))
 
     def _tag_meth(self, d):
         owner, name = self._dec(d["self"]), d["name"]

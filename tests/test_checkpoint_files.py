@@ -21,6 +21,7 @@ import sgmc
 from sgmc import _checkpoint, _safefile
 from sgmc._atomic import STALE_AGE, atomic_write, remove_stale_parts
 from sgmc.models import LinearRegression
+from sgmc.samplers.langevin import SGLD
 
 ROOT = Path(__file__).resolve().parent.parent
 ARGS = dict(step_size=2e-3, batch_size=40, n_iter=120, chains=3, group_size=2, rng=11, progress=False)
@@ -392,6 +393,22 @@ def test_a_user_model_is_passed_again_to_resume(tmp_path, full):
     np.testing.assert_array_equal(resumed.draws, full.draws)
 
 
+class MySGLD(SGLD):
+    """A sampler class of the user's own."""
+
+
+def test_a_user_sampler_is_passed_again_to_resume(tmp_path, model):
+    args = dict(ARGS, n_iter=60)
+    full = sgmc.sample(model, MySGLD(), **args)
+    ckpt = tmp_path / "run.ckpt"
+    with pytest.warns(sgmc.SamplingInterruptedWarning):
+        sgmc.sample(model, MySGLD(), checkpoint=str(ckpt), checkpoint_every=10, callback=_stop_at(30, 2), **args)
+    with pytest.raises(ValueError, match=r"does not store its sampler.*MySGLD.*sampler=\.\.\."):
+        sgmc.resume(str(ckpt), progress=False)
+    resumed = sgmc.resume(str(ckpt), sampler=MySGLD(), progress=False)
+    np.testing.assert_array_equal(resumed.draws, full.draws)
+
+
 def test_an_object_the_checkpoint_stores_is_not_taken_again(tmp_path, model):
     ckpt = _interrupted(model, tmp_path)
     with pytest.raises(ValueError, match="stores its model"):
@@ -424,3 +441,63 @@ def test_a_full_disk_during_a_run_names_the_file_and_keeps_the_draws(tmp_path, m
     monkeypatch.setattr(_checkpoint, "write_container", real)
     resumed = sgmc.resume(str(ckpt), progress=False)  # from the last checkpoint written (iteration 60)
     np.testing.assert_array_equal(resumed.draws, full.draws)
+
+
+# -- the codec on its own ------------------------------------------------------------------------------
+
+
+def _round_trip(obj, supplied=None):
+    from sgmc._codec import Encoder
+    from sgmc._decode import Decoder
+
+    enc = Encoder("a")
+    doc = json.loads(json.dumps(enc.encode(obj), allow_nan=False))  # what a file holds: JSON
+    return Decoder(dict(enc.arrays), supplied).decode(doc)
+
+
+def test_plain_values_numpy_values_and_generators_round_trip():
+    from sgmc.estimators.base import EstimateInfo
+    from sgmc.samplers.base import StepInfo
+
+    seq = np.random.SeedSequence(12345, spawn_key=(3,))
+    gen = np.random.Generator(np.random.PCG64(seq))
+    gen.standard_normal(7)
+    shared = np.arange(6.0).reshape(2, 3)
+    rows = [StepInfo(EstimateInfo(np.full(2, float(k)), 10 + k, None), None, None, {"t": np.ones(2) * k})
+            for k in range(20)]
+    obj = {"a": [1, 2.5, float("nan"), -float("inf"), True, None, "s", 3 + 4j], 7: (shared, shared),
+           "f": [0.1 * k for k in range(40)], "i": list(range(40)), "sc": np.float32(1.5), "dt": np.dtype("<i4"),
+           "ty": np.float64, "gen": gen, "seq": seq, "rows": rows, "be": sgmc.backends.get_backend("numpy")}
+    out = _round_trip(obj)
+    assert out["a"][:2] == [1, 2.5] and np.isnan(out["a"][2]) and out["a"][3] == -np.inf
+    assert out["a"][4:] == [True, None, "s", 3 + 4j]
+    assert out[7][0] is out[7][1]  # identity kept
+    np.testing.assert_array_equal(out[7][0], shared)
+    assert out["f"] == obj["f"] and out["i"] == obj["i"]
+    assert type(out["sc"]) is np.float32 and out["sc"] == 1.5 and out["dt"] == np.dtype("<i4") and out["ty"] is np.float64
+    np.testing.assert_array_equal(out["gen"].standard_normal(5), gen.standard_normal(5))
+    assert out["seq"].spawn_key == (3,) and out["seq"].entropy == 12345
+    assert [type(r) for r in out["rows"]] == [StepInfo] * 20
+    for a, b in zip(out["rows"], rows):
+        np.testing.assert_array_equal(a.estimate.n_evals, b.estimate.n_evals)
+        assert a.estimate.batch_size == b.estimate.batch_size and a.estimate.log_density is None
+        np.testing.assert_array_equal(a.extras["t"], b.extras["t"])
+    assert out["be"] is sgmc.backends.get_backend("numpy")
+
+
+def test_arrays_of_every_backend_round_trip_on_their_device(xb):
+    a = xb.asarray(np.arange(12.0).reshape(3, 4))
+    rng = sgmc.backends.default_rng(3, backend=xb.backend, device=xb.device)
+    out = _round_trip({"a": a, "rng": rng, "xp": xb.xp})
+    assert type(out["a"]) is type(a) and str(out["a"].device) == str(a.device) and out["a"].dtype == a.dtype
+    np.testing.assert_array_equal(xb.to_numpy(out["a"]), xb.to_numpy(a))
+    np.testing.assert_array_equal(xb.to_numpy(out["rng"].normal((4,))), xb.to_numpy(rng.normal((4,))))
+    assert out["xp"] is xb.xp
+
+
+@pytest.mark.parametrize("obj", [lambda x: x, Path("/tmp"), _Payload("m"), os.system, np.empty(2, dtype=object)])
+def test_what_is_not_sgmc_or_plain_data_is_not_stored(obj):
+    from sgmc._codec import NotStorable
+
+    with pytest.raises(NotStorable):
+        _round_trip({"x": obj})
