@@ -111,13 +111,15 @@ def _hmm_params(rng, K, m):
 
 
 @pytest.mark.parametrize("path", ["native", "scan", "twin"])
-def test_hmm_forward_backward_matches_hmmlearn(path):
+def test_hmm_forward_backward_matches_hmmlearn(monkeypatch, path):
     hmm = pytest.importorskip("hmmlearn.hmm")
     if path == "native" and not HAVE_NATIVE:
         pytest.skip("the compiled paths need Numba")
+    if path == "twin":
+        monkeypatch.setattr(hmm_mod, "SCAN_MIN_LENGTH", 10**9)
     rng = np.random.default_rng(11)
     K, m = 3, 2
-    T = 30 if path == "twin" else 400  # the scan runs from SCAN_MIN_LENGTH on where no native is
+    T = 400
     Pi, mu, Sigma = _hmm_params(rng, K, m)
     y = rng.standard_normal((T, m)) * 2.0
     p0 = rng.dirichlet(np.ones(K))
@@ -136,6 +138,25 @@ def test_hmm_forward_backward_matches_hmmlearn(path):
     np.testing.assert_allclose(gamma[0], post_ref, atol=1e-9)
     np.testing.assert_allclose(G[0], post_ref.sum(axis=0), rtol=1e-9)
     np.testing.assert_allclose(N[0].sum(), T, rtol=1e-12)
+
+
+def test_hmm_dispatch_runs_the_scan_for_few_long_series(monkeypatch):
+    calls = []
+
+    def record(*args):
+        calls.append(args[1].shape)
+        return messages_scan(*args)
+
+    monkeypatch.setattr(hmm_mod, "messages_scan", record)
+    rng = np.random.default_rng(0)
+    old = _numba.set_enabled(False)
+    try:
+        for b, L in ((2, 500), (1, 8), (64, 40)):  # scan; too short; many windows (64 * 6 > SCAN_MAX_WORK)
+            Pi, p, p0, w = hmm_inputs(rng, b, L, 3)
+            hmm_mod.messages(npx, Pi, p, p0, w)
+    finally:
+        _numba.set_enabled(old)
+    assert calls == [(2, 500, 3)]
 
 
 def _hmm_model(T=300, K=3, m=2, seed=2):
