@@ -134,6 +134,11 @@ def read(path: Any, supplied: dict) -> tuple[dict, dict, RunFile]:
     naming the keyword for an object that must be passed again (or that the file already stores).
     """
     where = os.fspath(path)
+    with open(path, "rb") as fh:
+        if fh.read(1) == b"\x80":  # the pickle of earlier versions: never loaded, since loading it could run code
+            msg = (f"cannot read the checkpoint {where!r}: it is a pickle (a checkpoint of an earlier sgmc version or "
+                   "another program), which is not loaded because loading it could run code; rerun the sampling")
+            raise ValueError(msg)
     meta, members = read_container(path, "checkpoint", "an sgmc checkpoint")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
         found = meta.get("version") if isinstance(meta, dict) else None

@@ -89,9 +89,10 @@ def test_a_file_built_to_run_code_on_unpickling_is_refused_and_runs_nothing(tmp_
     marker = tmp_path / "marker"
     path = tmp_path / ("evil.ckpt" if reader == "resume" else "evil.npz")
     path.write_bytes(pickle.dumps({"magic": "sgmc checkpoint 1", "job": _Payload(marker)}))
-    with pytest.raises(ValueError, match="evil"):
+    with pytest.raises(ValueError, match="evil") as info:
         sgmc.resume(str(path)) if reader == "resume" else sgmc.Trace.load(str(path))
     assert not marker.exists()
+    assert "pickle" in str(info.value)
 
 
 def test_an_object_array_with_a_pickle_inside_a_checkpoint_is_refused(tmp_path, model):
