@@ -33,7 +33,10 @@ def _host() -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname())[:60] or "host"
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: int) -> bool | None:
+    """Whether process ``pid`` exists here; None where that cannot be asked safely (Windows)."""
+    if os.name == "nt":  # os.kill(pid, 0) would send Ctrl-C there
+        return None
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -62,8 +65,9 @@ def remove_stale_parts(folder: str, now: float | None = None) -> list[str]:
             continue
         ours = _OURS.match(name)
         try:
-            if ours and ours["host"] == host:
-                stale = int(ours["pid"]) != os.getpid() and not _alive(int(ours["pid"]))
+            alive = _alive(int(ours["pid"])) if ours and ours["host"] == host else None
+            if alive is not None:
+                stale = not alive and int(ours["pid"]) != os.getpid()
             elif ours or _EARLIER.match(name):
                 stale = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AGE
             else:
