@@ -57,12 +57,16 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import concurrent.futures as cf  # noqa: E402
+import sys  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from docs._results import write_results  # noqa: E402  (imported before measuring: it records the load at start)
+
 import contextlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -292,9 +296,6 @@ def main(argv: list | None = None) -> int:
         with open(args.json, "w") as fh:
             json.dump(record, fh, indent=2)
     if args.results != "none":
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        from docs._results import write_results
-
         cols = ["d", "mode", "median s", "min s", "max s", "loop s", "speed-up (in-process / mode)"]
         body = [[r["dim"], r["mode"], r["median_s"], r["min_s"], r["max_s"], r["loop_s"], r["speedup"]]
                 for r in rows]

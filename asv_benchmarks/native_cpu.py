@@ -37,6 +37,9 @@ from _pinning import Clock, load, pin, verify  # noqa: E402
 if __name__ == "__main__":
     CORES = pin()  # before NumPy, Numba and JAX start their threads
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from docs._results import write_results  # noqa: E402  (imported before measuring: it records the load at start)
+
 import numpy as np  # noqa: E402
 
 import sgmc  # noqa: E402
@@ -290,9 +293,6 @@ def main(argv=None) -> int:
             print("| " + " | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in r) + " |")
     print(f"load average during the rounds: {min(LOADS):.1f}-{max(LOADS):.1f}")
     if args.results != "none":
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        from docs._results import write_results
-
         out["settings"] = {"reps": args.reps, "iters": args.iters, "cores": sorted(CORES), "loads": LOADS}
         print("wrote", write_results(args.results, tables, extra=out))
     return 0

@@ -57,6 +57,9 @@ from _pinning import Clock, child_command, load, pin, verify  # noqa: E402
 
 CORES = pin()  # before NumPy and JAX start their threads
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from docs._results import write_results  # noqa: E402  (imported before measuring: it records the load at start)
+
 import numpy as np  # noqa: E402
 
 WORKER = len(sys.argv) > 1 and sys.argv[1] == "--worker"
@@ -473,9 +476,6 @@ def main(argv=None) -> int:
                                       "(default peer_jax or peer_jax_floor; 'none' writes nothing)")
     args = ap.parse_args(argv)
     import sgmc
-
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from docs._results import write_results
 
     print(f"# sgmc {sgmc.__version__}, numpy {np.__version__}, cores {sorted(CORES)} for every contender; "
           f"logistic regression N={N_DATA}, n={BATCH} drawn with replacement, h={STEP_SIZE}, float64, "

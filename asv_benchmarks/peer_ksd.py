@@ -44,6 +44,9 @@ from _pinning import Clock, child_command, pin, verify  # noqa: E402
 if __name__ == "__main__":
     CORES = pin()  # before NumPy and Numba start their threads: one core, one thread, for every contender
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from docs._results import write_results  # noqa: E402  (imported before measuring: it records the load at start)
+
 import argparse  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
@@ -243,9 +246,6 @@ def main(argv=None) -> int:
                             "rows": mem, "formats": [None, None, None, ".0f", ".0f", ".0f"]}
     print(f"\nload average after the run {os.getloadavg()[0]:.2f}")
     if args.results != "none":
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        from docs._results import write_results
-
         print("wrote", write_results(args.results, tables, extra=results, packages=["stein-thinning"]))
     return 0
 

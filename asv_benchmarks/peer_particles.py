@@ -39,6 +39,9 @@ from _pinning import pin, verify  # noqa: E402
 if __name__ == "__main__":
     CORES = pin()  # before NumPy and Numba start their threads: the same core for both libraries
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from docs._results import write_results  # noqa: E402  (imported before measuring: it records the load at start)
+
 import numpy as np  # noqa: E402
 
 from sgmc import backends  # noqa: E402
@@ -146,9 +149,6 @@ def main() -> None:
         print(f"  ratio particles / sgmc: wall {med[1] / med[0]:.2f}, cpu {med[3] / med[2]:.2f}")
         res.append([scheme, n, med[2] * 1e3, med[3] * 1e3, med[3] / med[2], med[1] / med[0]])
     if args.results != "none":
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        from docs._results import write_results
-
         tables = {
             "filter": {"columns": ["N", "sgmc CPU s", "particles CPU s", "particles / sgmc (CPU)",
                                    "particles / sgmc (wall)", "log-likelihood, sgmc", "log-likelihood, particles"],

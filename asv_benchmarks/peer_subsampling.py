@@ -38,6 +38,9 @@ from _pinning import Clock, load, pin, verify  # noqa: E402
 if __name__ == "__main__":
     CORES = pin()  # before NumPy starts its BLAS threads: every method on the same core, one thread
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from docs._results import write_results  # noqa: E402  (imported before measuring: it records the load at start)
+
 import numpy as np  # noqa: E402
 
 import sgmc  # noqa: E402
@@ -214,9 +217,6 @@ def main(argv=None):
         ksd_study(args)
     name = args.results or f"peer_subsampling_{args.what}"
     if name != "none":
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        from docs._results import write_results
-
         EXTRA["settings"] = vars(args)
         print("wrote", write_results(name, RESULTS, extra=EXTRA))
 
