@@ -190,3 +190,9 @@ def test_garch_options_are_checked():
     with pytest.raises(NotImplementedError, match="log_lik"):
         GARCH(y).log_lik(np.zeros((1, 4)))
     assert GARCH(y, noise=False).param_names == ("log_mu", "logit_phi", "logit_lambda")
+    win = windows_at(np.zeros((1, 1), dtype=np.int64), T=5, S=5, B=0)
+    for model in (GARCH(y), GARCH(y, noise=False, mean=True)):
+        with pytest.raises(ValueError, match="theta"):
+            model.window_score(backends.default_rng(0), np.zeros((1, model.dim + 1)), win, method=model.score_methods[0])
+    with pytest.raises(ValueError, match="theta"):
+        GARCH(y, noise=False).grad_log_lik(np.array([[0.0, np.inf, 0.0]]))

@@ -198,6 +198,9 @@ def test_hmm_bad_arguments():
         model.grad_log_lik(np.full((1, model.dim), np.nan))
     with pytest.raises(ValueError, match="n_states"):
         GaussianHMM(y, 1)
+    win = windows_at(np.zeros((1, 1), dtype=np.int64), T=6, S=6, B=0)
+    with pytest.raises(ValueError, match="theta"):
+        model.window_score(None, np.zeros((1, model.dim - 1)), win)
 
 
 # -- AR(p) ------------------------------------------------------------------------------------------
@@ -262,6 +265,9 @@ def test_ar_bad_arguments():
         AR(np.array([1.0, np.inf, 0.0, 1.0]), order=1)
     with pytest.raises(ValueError, match="theta"):
         AR(np.zeros(5), order=1).log_lik(np.zeros((1, 4)))
+    win = windows_at(np.zeros((1, 1), dtype=np.int64), T=5, S=5, B=0)
+    with pytest.raises(ValueError, match="theta"):
+        AR(np.zeros(5), order=1).window_score(None, np.zeros((1, 2)), win)
 
 
 # -- GARCH(1,1) without noise, with a mean ----------------------------------------------------------

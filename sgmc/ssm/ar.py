@@ -148,6 +148,7 @@ class AR(StateSpaceModel):
     def exact_window_score(self, theta: Array, windows: Windows, y_windows: Array) -> Array:
         """Weighted sum of the terms' scores over each window (terms ``t < p`` have none)."""
         xp = self.xp
+        theta, _ = self._theta(theta)
         c, M = windows.start.shape
         L = windows.L
         t = windows.start[..., None] + xp.arange(L, dtype=windows.start.dtype, device=self.device)  # (c, M, L)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .._array_api import Array, array_namespace, is_array
+from .._array_api import Array, array_namespace, check_finite, is_array
 from .._validation import check_choice, check_int, check_positive
 from .base import StateSpaceModel, _absent
 from .garch_kernel import SCORES, GARCHKernel
@@ -220,6 +220,7 @@ class GARCH(StateSpaceModel):
         if not self.noise:
             msg = "GARCH(noise=False) has an exact likelihood and no particle kernel; use method='exact'"
             raise TypeError(msg)
+        theta_batch, _ = self._theta(theta_batch)
         mu, phi, lam, tau, m = self._natural(theta_batch)
         return GARCHKernel(mu, phi, lam, tau, self.proposal, m=m, score=self.score, with_mean=self.has_mean)
 
@@ -272,6 +273,7 @@ class GARCH(StateSpaceModel):
     def _full(self, theta: Any) -> tuple[Array, Array]:
         theta, _ = self._theta(theta)
         xp = self.xp
+        check_finite(xp, theta, "theta")
         c = theta.shape[0]
         y = xp.broadcast_to(self.y[None, :, 0], (c, self.T))
         return self._recursion(theta, y, xp.ones((c,), dtype=xp.bool, device=self.device), None, None)
@@ -296,6 +298,7 @@ class GARCH(StateSpaceModel):
         if self.noise:
             return _absent(type(self).__name__, "exact_window_score")()
         xp = self.xp
+        theta, _ = self._theta(theta)
         c, M = windows.start.shape
         b, L = c * M, windows.L
         th = xp.reshape(xp.broadcast_to(theta[:, None, :], (c, M, self.dim)), (b, self.dim))

@@ -435,6 +435,7 @@ class GaussianHMM(StateSpaceModel):
     def exact_window_score(self, theta: Array, windows: Windows, y_windows: Array) -> Array:
         """Weighted score over buffered windows by forward-backward, batched over chains x M."""
         xp = self.xp
+        theta, _ = self._theta(theta)
         c, M = windows.start.shape
         b, L = c * M, windows.L
         th = xp.reshape(xp.broadcast_to(theta[:, None, :], (c, M, self.dim)), (b, self.dim))
