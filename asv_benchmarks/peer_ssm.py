@@ -5,12 +5,13 @@ Times, in interleaved rounds on one pinned core with one thread for BLAS and Num
 1. **Gaussian HMM**, K = 3 states, m = 2 dimensions: ``GaussianHMM.log_lik_and_grad`` (the exact
    log-likelihood and its Fisher-identity gradient, by forward-backward) against hmmlearn's
    ``GaussianHMM.score_samples`` (log-likelihood and smoothed posteriors, by its compiled
-   forward-backward), at T = 10^4 and 10^5. sgmc runs its compiled recursion (Numba) and, as a
-   second row, the parallel-in-time scan that backends without a compiled loop use.
+   forward-backward), at T = 10^4 and 10^5. sgmc runs its compiled recursion (Numba), the
+   parallel-in-time scan that backends without a compiled loop use, and (T = 10^4 only) the
+   sequential array-API loop over time that defines the result (what ran before).
 2. **Multivariate LGSSM**, n = 2 states, m = 3 observations: ``LGSSM.log_lik_and_grad`` (Kalman filter,
    RTS smoother and the gradient) against statsmodels' ``KalmanSmoother.smooth()`` restricted to what
    the gradient needs (smoothed states, covariances and lag-one autocovariances), at T = 3000 and 10^5;
-   sgmc's sequential array-API recursion (the twin, Numba off) is timed at T = 3000 beside them.
+   sgmc compiled, by the parallel-in-time scan, and (T = 3000 only) by the sequential loop.
 3. **Scalar LGSSM** (``phi, sigma, tau``), two chains: the compiled loop against the previous fast path
    (steady-state covariances and doubling scans of the means, what runs with Numba off), T = 10^3, 10^5.
 
@@ -44,6 +45,8 @@ import numpy as np  # noqa: E402
 
 from sgmc.backends import _numba  # noqa: E402
 from sgmc.ssm import LGSSM, GaussianHMM, HMMParams, LGSSMParams  # noqa: E402
+from sgmc.ssm import hmm as hmm_mod  # noqa: E402
+from sgmc.ssm import kalman as kalman_mod  # noqa: E402
 
 
 def _timed(fn):
@@ -78,17 +81,22 @@ def agree(res: dict, reference: str, rtol: float = 1e-8) -> None:
             raise RuntimeError(msg)
 
 
-def with_native(on: bool, fn):
+def with_native(on: bool, fn, sequential: bool = False):
+    """``fn`` with the compiled paths on or off; ``sequential``: the scans off too (the loop over time)."""
     def run():
         old = _numba.set_enabled(on)
+        saved = (hmm_mod.SCAN_MIN_LENGTH, kalman_mod.SCAN_MIN_LENGTH)
+        if sequential:
+            hmm_mod.SCAN_MIN_LENGTH = kalman_mod.SCAN_MIN_LENGTH = 10**9
         try:
             return fn()
         finally:
             _numba.set_enabled(old)
+            hmm_mod.SCAN_MIN_LENGTH, kalman_mod.SCAN_MIN_LENGTH = saved
     return run
 
 
-def hmm_rows(T: int, rounds: int, loads: list) -> list:
+def hmm_rows(T: int, rounds: int, loads: list, sequential: bool) -> list:
     from hmmlearn import hmm
 
     rng = np.random.default_rng(0)
@@ -105,17 +113,20 @@ def hmm_rows(T: int, rounds: int, loads: list) -> list:
     peer = hmm.GaussianHMM(K, covariance_type="full")
     peer.startprob_ = np.full(K, 1.0 / K) @ Pi  # sgmc's initial law is on z_0, one step before y_1
     peer.transmat_, peer.means_, peer.covars_ = Pi, mu, Sigma
-    res = race({
-        "sgmc (compiled)": with_native(True, lambda: float(model.log_lik_and_grad(theta)[0][0])),
-        "sgmc (scan, no Numba)": with_native(False, lambda: float(model.log_lik_and_grad(theta)[0][0])),
-        "hmmlearn": lambda: float(peer.score_samples(y)[0]),
-    }, rounds, loads)
+    def ours():
+        return float(model.log_lik_and_grad(theta)[0][0])
+
+    contenders = {"sgmc (compiled)": with_native(True, ours), "sgmc (scan, no Numba)": with_native(False, ours)}
+    if sequential:
+        contenders["sgmc (sequential loop, no Numba)"] = with_native(False, ours, sequential=True)
+    contenders["hmmlearn"] = lambda: float(peer.score_samples(y)[0])
+    res = race(contenders, rounds, loads)
     agree(res, "hmmlearn")
     peer_cpu = res["hmmlearn"][1]
     return [[T, k, cpu * 1e3, wall * 1e3, cpu / peer_cpu, ll] for k, (wall, cpu, ll) in res.items()]
 
 
-def lgssm_rows(T: int, rounds: int, loads: list, twin: bool) -> list:
+def lgssm_rows(T: int, rounds: int, loads: list, sequential: bool) -> list:
     from statsmodels.tsa.statespace.kalman_smoother import KalmanSmoother
 
     rng = np.random.default_rng(1)
@@ -136,9 +147,12 @@ def lgssm_rows(T: int, rounds: int, loads: list, twin: bool) -> list:
     ks["design"], ks["obs_cov"], ks["transition"], ks["selection"], ks["state_cov"] = C, R, A, np.eye(n), Q
     ks.initialize_known(A @ m0, A @ P0 @ A.T + Q)  # statsmodels starts from the predicted x_1
     ks.set_smoother_output(0, smoother_state=True, smoother_state_cov=True, smoother_state_autocov=True)
-    contenders = {"sgmc (compiled)": with_native(True, lambda: float(model.log_lik_and_grad(theta)[0][0]))}
-    if twin:
-        contenders["sgmc (sequential twin, no Numba)"] = with_native(False, lambda: float(model.log_lik_and_grad(theta)[0][0]))
+    def ours():
+        return float(model.log_lik_and_grad(theta)[0][0])
+
+    contenders = {"sgmc (compiled)": with_native(True, ours), "sgmc (scan, no Numba)": with_native(False, ours)}
+    if sequential:
+        contenders["sgmc (sequential loop, no Numba)"] = with_native(False, ours, sequential=True)
     contenders["statsmodels"] = lambda: float(ks.smooth().llf_obs.sum())
     res = race(contenders, rounds, loads)
     agree(res, "statsmodels")
@@ -173,13 +187,13 @@ def main() -> None:
     tables = {}
     rows = []
     for T in (10_000, 100_000):
-        rows += hmm_rows(T, args.rounds, loads)
+        rows += hmm_rows(T, args.rounds, loads, sequential=T <= 10_000)
     tables["hmm"] = {"columns": cols, "rows": rows, "formats": fmt,
                      "notes": "Gaussian HMM, K = 3, m = 2: sgmc log-likelihood + gradient against hmmlearn "
                               "score_samples (the reference); medians of interleaved rounds."}
     rows = []
     for T in (3000, 100_000):
-        rows += lgssm_rows(T, args.rounds, loads, twin=T <= 3000)
+        rows += lgssm_rows(T, args.rounds, loads, sequential=T <= 3000)
     tables["lgssm"] = {"columns": cols, "rows": rows, "formats": fmt,
                        "notes": "LGSSM n = 2, m = 3: sgmc log-likelihood + gradient against statsmodels' "
                                 "KalmanSmoother.smooth() (the reference; state, covariance and autocovariance "
