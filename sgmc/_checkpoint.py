@@ -76,9 +76,9 @@ def prepare(path: Any, shared: dict, roles: dict) -> RunFile:
         mark = enc.mark()
         try:
             role_docs[role] = enc.encode(obj)
-        except NotStorable:
+        except NotStorable as err:
             enc.undo(mark)
-            checks[role] = _check_info(role, obj)
+            checks[role] = {**_check_info(role, obj), "reason": str(err)}
             role_docs[role] = enc.placeholder(obj, role, checks[role])
     body = json.dumps({"roles": role_docs, "shared": enc.encode(shared)}, separators=(",", ":"),
                       allow_nan=False).encode()
@@ -170,9 +170,9 @@ def read(path: Any, supplied: dict) -> tuple[dict, dict, RunFile]:
         shared = dec.decode(doc["shared"])
         state = Decoder(members, table=dec.table).decode(json.loads(members["doc"]))
     except MissingObject as err:
-        kind = err.check.get("type", "an object")
-        msg = (f"the checkpoint {where!r} does not store its {err.role} (a {kind}, which is not part of sgmc, "
-               f"so it is not saved as code); pass it again: sgmc.resume({where!r}, {err.role}=...)")
+        kind, why = err.check.get("type", "an object"), err.check.get("reason", "it is not part of sgmc")
+        msg = (f"the checkpoint {where!r} does not store its {err.role}, a {kind} ({why}; checkpoints hold data, "
+               f"not code); pass it again: sgmc.resume({where!r}, {err.role}=...)")
         raise ValueError(msg) from None
     except (ValueError, TypeError, KeyError, AttributeError, IndexError, ImportError) as err:
         msg = f"cannot read the checkpoint {where!r}: it is not a valid sgmc checkpoint ({type(err).__name__}: {err})"
