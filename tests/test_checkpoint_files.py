@@ -410,6 +410,30 @@ def test_a_user_sampler_is_passed_again_to_resume(tmp_path, model):
     np.testing.assert_array_equal(resumed.draws, full.draws)
 
 
+def test_an_sgmc_model_holding_user_functions_is_passed_again(tmp_path):
+    torch = pytest.importorskip("torch")
+    from sgmc.models import from_torch
+
+    X, y = (torch.asarray(a) for a in _data())
+
+    def log_lik(theta, x, y):
+        return -0.5 * (y - x @ theta) ** 2
+
+    def log_prior(theta):
+        return -0.5 * theta @ theta / 10.0
+
+    m = from_torch(log_lik, log_prior, (X, y), dim=3)
+    args = dict(ARGS, n_iter=60, chains=2, group_size=2)
+    full = sgmc.sample(m, "sgld", **args)
+    ckpt = tmp_path / "run.ckpt"
+    with pytest.warns(sgmc.SamplingInterruptedWarning):
+        sgmc.sample(m, "sgld", checkpoint=str(ckpt), checkpoint_every=10, callback=_stop_at(30, 2), **args)
+    with pytest.raises(ValueError, match=r"does not store its model.*function .*log_lik is not part of sgmc"):
+        sgmc.resume(str(ckpt), progress=False)
+    resumed = sgmc.resume(str(ckpt), model=m, progress=False)
+    np.testing.assert_array_equal(resumed.draws.numpy(), full.draws.numpy())
+
+
 def test_an_object_the_checkpoint_stores_is_not_taken_again(tmp_path, model):
     ckpt = _interrupted(model, tmp_path)
     with pytest.raises(ValueError, match="stores its model"):
