@@ -100,8 +100,11 @@ else
     # cannot hide the others' results
     say "tests: tests/test_gpu.py"
     timeout 200 $PY -m pytest -v -p no:cacheprovider -m gpu -rs tests/test_gpu.py >"$LOG/test_gpu.log" 2>&1
-    grep -E "^tests/test_gpu.py::\S+ (FAILED|SKIPPED|ERROR)" "$LOG/test_gpu.log" | awk '{print $1}' \
-        >"$LOG/again.txt"
+    # every collected test that did not pass (failed, skipped, or never reported after a crash)
+    $PY -m pytest -q -p no:cacheprovider --collect-only -m gpu tests/test_gpu.py 2>/dev/null \
+        | grep '^tests/test_gpu.py::' | sort >"$LOG/all.txt"
+    grep -E "^tests/test_gpu.py::\S+ PASSED" "$LOG/test_gpu.log" | awk '{print $1}' | sort >"$LOG/passed.txt"
+    comm -23 "$LOG/all.txt" "$LOG/passed.txt" >"$LOG/again.txt"
     PASSED=$(grep -cE "^tests/test_gpu.py::\S+ PASSED" "$LOG/test_gpu.log")
     FAILED=0; SKIPPED=0
     while read -r TEST; do
