@@ -196,3 +196,61 @@ def test_garch_options_are_checked():
             model.window_score(backends.default_rng(0), np.zeros((1, model.dim + 1)), win, method=model.score_methods[0])
     with pytest.raises(ValueError, match="theta"):
         GARCH(y, noise=False).grad_log_lik(np.array([[0.0, np.inf, 0.0]]))
+
+
+def _loglik_x0_integrated_batch(X, y, n_nodes=30):
+    """:func:`plain_loglik_x0_integrated` for many ``(log mu, logit phi, logit lambda)`` rows at once."""
+    mu = np.exp(X[:, 0])
+    phi, lam = 1 / (1 + np.exp(-X[:, 1])), 1 / (1 + np.exp(-X[:, 2]))
+    a, b, g = (mu * (1 - phi))[:, None], (phi * lam)[:, None], (phi * (1 - lam))[:, None]
+    z, w = np.polynomial.hermite.hermgauss(n_nodes)
+    x0 = np.sqrt(2 * mu)[:, None] * z[None, :]
+    s = a + b * x0**2 + g * mu[:, None]
+    ll = np.zeros_like(x0)
+    for t in range(len(y)):
+        if t > 0:
+            s = a + b * y[t - 1] ** 2 + g * s
+        ll += -0.5 * np.log(2 * np.pi * s) - 0.5 * y[t] ** 2 / s
+    mx = ll.max(axis=1, keepdims=True)
+    return mx[:, 0] + np.log(np.exp(ll - mx) @ w) - 0.5 * math.log(math.pi)
+
+
+@pytest.mark.slow
+def test_sgld_with_the_exact_particle_score_samples_the_posterior():
+    """SGLD driven by the particle score (tau = 1e-3 held fixed, 50 particles) against the posterior of
+    (log mu, logit phi, logit lambda) by importance sampling of the quadrature likelihood."""
+    from scipy import stats
+
+    T, chains, h, n_iter = 50, 32, 0.05, 1500
+    th_true = np.asarray(GARCH.theta_from(0.1, 0.8, 0.05, 1e-3))
+    _, y = GARCH.simulate_data(backends.default_rng(11), T, th_true)
+    y = np.asarray(y)
+    model = GARCH(y)  # its prior, on the first three coordinates
+
+    def prior3(x):  # tau's terms are a constant here, which the normalised weights ignore
+        return model.log_prior(np.concatenate([x, np.full((x.shape[0], 1), 1e-3)], axis=1))
+
+    rng, nr = backends.default_rng(0), np.random.default_rng(0)
+    x = th_true[:3] + 0.1 * nr.normal(size=(chains, 3))
+    Y = np.ascontiguousarray(np.broadcast_to(y[None, :, None], (chains, T, 1)))
+    draws = []
+    for _ in range(n_iter):
+        k = GARCHKernel(np.exp(x[:, 0]), 1 / (1 + np.exp(-x[:, 1])), 1 / (1 + np.exp(-x[:, 2])), np.full(chains, 1e-3))
+        g = particle_filter(rng, k, Y, 50, stat_weight=np.ones((chains, T))).score[:, :3]
+        g = g + model.grad_log_prior(np.concatenate([x, np.full((chains, 1), 1e-3)], axis=1))[:, :3]
+        x = x + 0.5 * h * g + math.sqrt(h) * nr.normal(size=x.shape)
+        draws.append(x.copy())
+    d = np.array(draws).transpose(1, 0, 2)[:, n_iter // 4 :]
+    cm = d.mean(axis=1)
+    m1, se1 = cm.mean(axis=0), cm.std(axis=0, ddof=1) / math.sqrt(chains)
+    flat = d.reshape(-1, 3)
+    prop = stats.multivariate_t(flat.mean(axis=0), 3 * np.cov(flat.T), df=5, seed=1)
+    xs = prop.rvs(20_000)
+    lw = _loglik_x0_integrated_batch(xs, y) + prior3(xs) - prop.logpdf(xs)
+    w = np.exp(lw - lw.max())
+    w /= w.sum()
+    assert 1 / np.sum(w**2) > 1000
+    m2 = w @ xs
+    se2 = np.sqrt(np.sum(w[:, None] ** 2 * (xs - m2) ** 2, axis=0))
+    z = (m1 - m2) / np.sqrt(se1**2 + se2**2)
+    assert np.all(np.abs(z) <= Z_TOL), (z, m1, m2)
