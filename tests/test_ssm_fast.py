@@ -241,6 +241,27 @@ def test_kalman_scan_equals_twin(xb, monkeypatch, n, m, b, L, masked):
     assert_close_all((ll, ll_f, *st), (ll_t, ll_t, *st_t[:5]), rtol=tol)
 
 
+def test_scalar_fast_path_equals_the_sequential_twin(xb, monkeypatch):
+    rng = np.random.default_rng(9)
+    b, L = 3, 300
+    col = lambda v: xb.asarray(np.asarray(v)[:, None, None])  # noqa: E731
+    args = (col([0.9, 0.5, -0.95]), col([0.25, 1.0, 0.1]), col([1.0, 0.7, 1.3]), col([0.25, 2.0, 1.0]),
+            xb.asarray(rng.normal(size=(b, L, 1))), xb.asarray(rng.normal(size=(b, 1))), col([1.0, 2.0, 0.3]))
+    w = xb.asarray(rng.uniform(size=(b, L)))
+    old = _numba.set_enabled(False)
+    try:
+        fast = kalman_stats(*args, weight=w)
+        ll_fast = kalman_loglik(*args)
+        monkeypatch.setattr(kalman_mod, "FAST_MIN_LENGTH", 10**9)
+        monkeypatch.setattr(kalman_mod, "SCAN_MIN_LENGTH", 10**9)
+        loop = kalman_stats(*args, weight=w)
+        ll_loop = kalman_loglik(*args)
+    finally:
+        _numba.set_enabled(old)
+    tol = 1e-11 if xb.float_dtype == "float64" else 2e-3
+    assert_close_all((fast[0], ll_fast, *fast[1]), (loop[0], ll_loop, *loop[1]), rtol=tol)
+
+
 def test_kalman_dispatch_runs_the_scan_for_few_long_series(monkeypatch):
     calls = []
     inner = kalman_mod.kalman_stats_scan

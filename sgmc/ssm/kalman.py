@@ -50,6 +50,7 @@ from typing import NamedTuple
 
 from .._array_api import Array, array_namespace, device_of
 from .._dispatch import native
+from .kalman_scalar import affine_scan, scalar_long  # noqa: F401  (affine_scan: kept importable from here)
 from .kalman_scan import kalman_stats_scan
 
 __all__ = [
@@ -327,99 +328,11 @@ def _run(xp, scalar, A, Q, C, R, y, m0, P0, mask, weight, segment, visit):
 
 
 # ----------------------------------------------------------------------------------------------------
-# scalar model over a long fully observed series: covariances converge to their steady state, so only
-# the transients run step by step, and the means are affine recurrences solved by a doubling scan.
+# choosing the path
 
+#: Fully observed scalar series at least this long take the vectorised scalar path
+#: (:mod:`sgmc.ssm.kalman_scalar`: steady-state variances, doubling scans of the means).
 FAST_MIN_LENGTH = 256
-_STEADY_RTOL = 1e-15
-
-
-def affine_scan(a: Array, b: Array, x0: Array) -> Array:
-    """``x_t = a_t x_{t-1} + b_t`` for ``t = 0..L-1`` (axis 1) from ``x_{-1} = x0``, in log2 L rounds.
-
-    Parameters
-    ----------
-    a, b : arrays (batch, L)
-    x0 : array (batch,)
-
-    Returns
-    -------
-    array (batch, L)
-    """
-    xp = array_namespace(a, b, x0)
-    L = a.shape[1]
-    A, Bv = a, b
-    d = 1
-    while d < L:
-        Bv = xp.concat([Bv[:, :d], Bv[:, d:] + A[:, d:] * Bv[:, : L - d]], axis=1)
-        A = xp.concat([A[:, :d], A[:, d:] * A[:, : L - d]], axis=1)
-        d *= 2
-    return Bv + A * x0[:, None]
-
-
-def _steady_sequence(xp, step, x0, L):
-    """Values of ``x_k = step(x_{k-1})`` for k = 0..L-1 (arrays (b,)), stepping until they stop changing."""
-    out = []
-    x = x0
-    for k in range(L):
-        nxt = step(x)
-        out.append(nxt)
-        if k > 0 and bool(xp.all(xp.abs(nxt - x) <= _STEADY_RTOL * xp.abs(nxt))):
-            break
-        x = nxt
-    n = len(out)
-    seq = xp.stack(out, axis=1)
-    if n < L:
-        seq = xp.concat([seq, xp.broadcast_to(seq[:, -1:], (seq.shape[0], L - n))], axis=1)
-    return seq
-
-
-def _scalar_long(xp, a, q, c, r, y, m0, p0, weight, moments=False):
-    """Scalar Kalman filter and RTS smoother on a fully observed series, vectorised over time.
-
-    Returns the log-likelihood and the weighted statistics (S00, S10, S11, Syx, Syy) as (b,) arrays,
-    equal (to rounding) to the step-by-step recursion.
-    """
-    b, L = y.shape
-    # filter covariances: Pp_t = a^2 P_{t-1} + q, P_t = Pp_t r / (c^2 Pp_t + r)
-    def filt(P):
-        Pp = a * a * P + q
-        return Pp * r / (c * c * Pp + r)
-
-    P = _steady_sequence(xp, filt, p0, L)  # filtered P_0..P_{L-1}
-    P_prev = xp.concat([p0[:, None], P[:, :-1]], axis=1)
-    Pp = a[:, None] ** 2 * P_prev + q[:, None]
-    S = c[:, None] ** 2 * Pp + r[:, None]
-    K = Pp * c[:, None] / S
-    # filter means: m_t = a (1 - K_t c) m_{t-1} + K_t y_t
-    m = affine_scan(a[:, None] * (1.0 - K * c[:, None]), K * y, m0)
-    m_prev = xp.concat([m0[:, None], m[:, :-1]], axis=1)
-    v = y - c[:, None] * a[:, None] * m_prev
-    ll = -0.5 * xp.sum(_LOG_2PI + xp.log(S) + v * v / S, axis=1)
-    # smoother gains J_t pairs filtered t with predicted t + 1 (t = -1..L-2)
-    J = P_prev * a[:, None] / Pp  # J for the pair (t-1, t), t = 0..L-1
-    # smoothed covariances, backwards: Ps_{t-1} = P_{t-1} + J_t^2 (Ps_t - Pp_t), Ps_{L-1} = P_{L-1}
-    Pr, Jr, Ppr = xp.flip(P_prev, axis=1), xp.flip(J, axis=1), xp.flip(Pp, axis=1)
-    Ps_r = affine_scan(Jr * Jr, Pr - Jr * Jr * Ppr, P[:, -1])  # Ps_{L-2}, ..., Ps_{-1}
-    Ps_prev = xp.flip(Ps_r, axis=1)  # Ps_{t-1} for t = 0..L-1
-    Ps = xp.concat([Ps_prev[:, 1:], P[:, -1:]], axis=1)
-    # smoothed means: ms_{t-1} = (1 - J_t a) m_{t-1} + J_t ms_t
-    mr = xp.flip(m_prev, axis=1)
-    ms_r = affine_scan(Jr, (1.0 - Jr * a[:, None]) * mr, m[:, -1])
-    ms_prev = xp.flip(ms_r, axis=1)
-    ms = xp.concat([ms_prev[:, 1:], m[:, -1:]], axis=1)
-    cross = Ps * J
-    w = weight
-    stats = (
-        xp.sum(w * (Ps_prev + ms_prev * ms_prev), axis=1),
-        xp.sum(w * (cross + ms * ms_prev), axis=1),
-        xp.sum(w * (Ps + ms * ms), axis=1),
-        xp.sum(w * y * ms, axis=1),
-        xp.sum(w * y * y, axis=1),
-    )
-    if moments:
-        return ll, stats, (ms, Ps, cross, ms_prev[:, 0], Ps_prev[:, 0])
-    return ll, stats
 
 
 def _is_scalar(A, C) -> bool:
@@ -498,7 +411,7 @@ def kalman_loglik(
     if _is_scalar(A, C):
         a, q, c, r, p0 = _squeeze(xp, A, Q, C, R, P0)
         if mask is None and L >= FAST_MIN_LENGTH:
-            return _scalar_long(xp, a, q, c, r, y[..., 0], m0[:, 0], p0, xp.ones((b, L), dtype=A.dtype, device=device_of(A)))[0]
+            return scalar_long(xp, a, q, c, r, y[..., 0], m0[:, 0], p0, xp.ones((b, L), dtype=A.dtype, device=device_of(A)))[0]
         ll, _ = _run(xp, True, a, q, c, r, y[..., 0], m0[:, 0], p0, mask, None, DEFAULT_SEGMENT, None)
         return ll
     ll, _ = _run(xp, False, A, Q, C, R, y, m0, P0, mask, None, DEFAULT_SEGMENT, None)
@@ -554,7 +467,7 @@ def kalman_smoother(A, Q, C, R, y, m0=None, P0=None, mask=None) -> SmootherResul
     if _is_scalar(A, C) and mask is None and L >= FAST_MIN_LENGTH:
         a, q, c, r, p0 = _squeeze(xp, A, Q, C, R, P0)
         ones = xp.ones((b, L), dtype=A.dtype, device=device_of(A))
-        ll, _, (ms, Ps, cross, ms0, Ps0) = _scalar_long(xp, a, q, c, r, y[..., 0], m0[:, 0], p0, ones, moments=True)
+        ll, _, (ms, Ps, cross, ms0, Ps0) = scalar_long(xp, a, q, c, r, y[..., 0], m0[:, 0], p0, ones, moments=True)
         return SmootherResult(ms[..., None], Ps[..., None, None], cross[..., None, None], ms0[:, None], Ps0[:, None, None], ll)
     means, covs, crosses = [None] * L, [None] * L, [None] * L
 
@@ -624,7 +537,7 @@ def kalman_stats(
 
         a, q, c, r, p0 = _squeeze(xp, A, Q, C, R, P0)
         if mask is None and L >= FAST_MIN_LENGTH:
-            ll, sums = _scalar_long(xp, a, q, c, r, ys, m0[:, 0], p0, weight)
+            ll, sums = scalar_long(xp, a, q, c, r, ys, m0[:, 0], p0, weight)
             acc[:] = list(sums)
         else:
             ll, _ = _run(xp, True, a, q, c, r, ys, m0[:, 0], p0, mask, weight, segment, visit)
