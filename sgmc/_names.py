@@ -33,16 +33,17 @@ def canonical(name: str, registry: Iterable[str]) -> str | None:
 def _named_parameters(cls: type) -> tuple[list, bool]:
     """Keyword names the constructor of ``cls`` takes (its bases' where it forwards ``**options``).
 
-    Returns ``(names, open_ended)``; ``open_ended`` is True when every constructor on the way takes
-    ``**options``, so that unknown names cannot be refused from the signatures alone.
+    Returns ``(names, open_ended)``; ``open_ended`` is True when a constructor takes ``**options``, so
+    that unknown names cannot be refused from the signatures alone.
     """
     names: list = []
+    open_ended = False
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is None:
             continue
         if klass is object:
-            return names, False
+            break
         params = list(inspect.signature(init).parameters.values())[1:]
         var_kw = False
         for p in params:
@@ -51,8 +52,11 @@ def _named_parameters(cls: type) -> tuple[list, bool]:
             elif p.kind is not p.VAR_POSITIONAL and p.name not in names:
                 names.append(p.name)
         if not var_kw:
-            return names, False
-    return names, True
+            break
+        # ``**options`` may go to the base class (whose names follow) or be used here: either way the
+        # names gathered cannot refuse a key; the constructor's own TypeError decides
+        open_ended = True
+    return names, open_ended
 
 
 def build(cls: type, args: tuple, options: dict, what: str, argument: str, fixed: Iterable[str] = ()) -> Any:
