@@ -218,7 +218,9 @@ def _loglik_x0_integrated_batch(X, y, n_nodes=30):
 @pytest.mark.slow
 def test_sgld_with_the_exact_particle_score_samples_the_posterior():
     """SGLD driven by the particle score (tau = 1e-3 held fixed, 50 particles) against the posterior of
-    (log mu, logit phi, logit lambda) by importance sampling of the quadrature likelihood."""
+    (log mu, logit phi, logit lambda) by importance sampling of the quadrature likelihood: the means
+    and the variance of log mu agree. (At this size the prior dominates, and the thesis's partial
+    score is not rejected by this test either; the gradient tests above separate the two.)"""
     from scipy import stats
 
     T, chains, h, n_iter = 50, 32, 0.05, 1500
@@ -235,7 +237,8 @@ def test_sgld_with_the_exact_particle_score_samples_the_posterior():
     Y = np.ascontiguousarray(np.broadcast_to(y[None, :, None], (chains, T, 1)))
     draws = []
     for _ in range(n_iter):
-        k = GARCHKernel(np.exp(x[:, 0]), 1 / (1 + np.exp(-x[:, 1])), 1 / (1 + np.exp(-x[:, 2])), np.full(chains, 1e-3))
+        k = GARCHKernel(np.exp(x[:, 0]), 1 / (1 + np.exp(-x[:, 1])), 1 / (1 + np.exp(-x[:, 2])), np.full(chains, 1e-3),
+                        score="exact")
         g = particle_filter(rng, k, Y, 50, stat_weight=np.ones((chains, T))).score[:, :3]
         g = g + model.grad_log_prior(np.concatenate([x, np.full((chains, 1), 1e-3)], axis=1))[:, :3]
         x = x + 0.5 * h * g + math.sqrt(h) * nr.normal(size=x.shape)
@@ -253,4 +256,7 @@ def test_sgld_with_the_exact_particle_score_samples_the_posterior():
     m2 = w @ xs
     se2 = np.sqrt(np.sum(w[:, None] ** 2 * (xs - m2) ** 2, axis=0))
     z = (m1 - m2) / np.sqrt(se1**2 + se2**2)
-    assert np.all(np.abs(z) <= Z_TOL), (z, m1, m2)
+    cv = d[:, :, 0].var(axis=1, ddof=1)  # per-chain variances of log mu
+    v2 = w @ (xs[:, 0] - m2[0]) ** 2
+    zv = (cv.mean() - v2) / (cv.std(ddof=1) / math.sqrt(chains))
+    assert np.all(np.abs(z) <= Z_TOL) and abs(zv) <= Z_TOL, (z, zv, m1, m2)
