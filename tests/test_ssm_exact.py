@@ -287,28 +287,6 @@ def test_exchange_rates_are_demeaned_log_returns(tmp_path, monkeypatch):
         exchange_rates("eur")
 
 
-def test_scalar_long_series_path_equals_the_step_by_step_recursion(xb, monkeypatch):
-    import sgmc.ssm.kalman as kalman
-
-    rng = np.random.default_rng(9)
-    b, L = 3, 300
-    a, q = np.array([0.9, 0.5, -0.95]), np.array([0.25, 1.0, 0.1])
-    c, r = np.array([1.0, 0.7, 1.3]), np.array([0.25, 2.0, 1.0])
-    col = lambda v: xb.asarray(v[:, None, None])  # noqa: E731
-    y = xb.asarray(rng.normal(size=(b, L, 1)))
-    w = xb.asarray(rng.uniform(size=(b, L)))
-    m0 = xb.asarray(np.array([[0.1], [0.0], [-0.3]]))
-    P0 = col(np.array([1.0, 2.0, 0.3]))
-    args = (col(a), col(q), col(c), col(r), y, m0, P0)
-    ll_fast, s_fast = kalman_stats(*args, weight=w)
-    monkeypatch.setattr(kalman, "FAST_MIN_LENGTH", 10**9)
-    ll_loop, s_loop = kalman_stats(*args, weight=w)
-    tol = max(1e-11, 1e3 * xb.eps)
-    np.testing.assert_allclose(xb.to_numpy(ll_fast), xb.to_numpy(ll_loop), rtol=tol)
-    for f, s in zip(s_fast, s_loop):
-        np.testing.assert_allclose(xb.to_numpy(f), xb.to_numpy(s), rtol=tol, atol=tol * float(np.abs(xb.to_numpy(s)).max()))
-
-
 @pytest.mark.slow
 def test_scalar_kalman_is_stable_over_a_million_steps():
     sm_ks = pytest.importorskip("statsmodels.tsa.statespace.kalman_smoother")
