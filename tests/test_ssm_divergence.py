@@ -100,3 +100,11 @@ def test_step_unit_bad_position():
     model = AR(np.arange(10.0), order=1)
     with pytest.raises(ValueError, match="position"):
         step_unit(model, np.array([0.0, 0.0, -800.0]))
+
+
+def test_large_step_is_a_divergence_on_backends(xb, lgssm_y):
+    with pytest.raises(sgmc.DivergenceError) as info:
+        sgmc.sample(LGSSM(xb.asarray(lgssm_y)), "sgld", "buffered", step_size=1e-2, n_iter=200,
+                    init=[0.9, 2.0, 2.0], rng=0, progress=False)
+    assert 1 <= info.value.iteration < 200 and info.value.step_size == 1e-2
+    assert info.value.trace is not None and info.value.trace.draws.shape[1] == info.value.iteration - 1
