@@ -15,6 +15,7 @@ before the cluster's threads exist).
 from __future__ import annotations
 
 import concurrent.futures as cf
+import os
 import subprocess
 import sys
 import textwrap
@@ -85,15 +86,27 @@ def dask_client():
     distributed = pytest.importorskip("distributed")
     # dashboard_address=None falls back to the default port 8787 (and warns when another cluster on
     # the machine holds it); ":0" asks for any free port.
+    # A nanny copies its pre-spawn variables (OMP_NUM_THREADS=1, MALLOC_TRIM_THRESHOLD_ ...) into the
+    # environment of the process that starts it: restore this process's, so that the tests that run
+    # after these (and the processes they start) see the environment they would see alone.
+    saved = dict(os.environ)
     cluster = distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     )
+    _restore_environ(saved)
     client = distributed.Client(cluster)
     try:
         yield client
     finally:
         client.close()
         cluster.close()
+        _restore_environ(saved)
+
+
+def _restore_environ(saved: dict) -> None:
+    for key in set(os.environ) - set(saved):
+        del os.environ[key]
+    os.environ.update(saved)
 
 
 def _run(model, case, **kwargs):
@@ -388,6 +401,16 @@ def test_dask_client_that_is_not_the_default(model, dask_client):
         # the workers forget the run's data once it is over
         held = other.run(lambda: len(__import__("sgmc.executors").executors._WORKER_SPECS))
         assert set(held.values()) == {0}
+
+
+_NANNY_KEYS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_")
+_ENV_AT_IMPORT = {k: os.environ.get(k) for k in _NANNY_KEYS}
+
+
+def test_dask_cluster_leaves_the_environment_as_it_found_it(model, dask_client):
+    # the cluster is up and has run work: the variables its nannies set are not left in this process
+    assert_identical(_reference(model, CASES[0]), _run(model, CASES[0], executor=dask_client))
+    assert {k: os.environ.get(k) for k in _NANNY_KEYS} == _ENV_AT_IMPORT
 
 
 @pytest.mark.parametrize("name", ["torch", "array_api_strict"])

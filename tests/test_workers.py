@@ -194,6 +194,7 @@ def dask_client():
     import dask
 
     # a task whose worker died is lost at once (no rescheduling by Dask), so sgmc's own retry is tested
+    saved = dict(os.environ)  # the nannies copy their pre-spawn variables into it (restored below)
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                            dashboard_address=":0")
@@ -203,6 +204,9 @@ def dask_client():
     finally:
         client.close()
         cluster.close()
+        for key in set(os.environ) - set(saved):
+            del os.environ[key]
+        os.environ.update(saved)
 
 
 def test_dask_survives_a_killed_worker(tmp_path, reference, dask_client):
