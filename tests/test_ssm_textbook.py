@@ -87,6 +87,32 @@ def test_hmm_textbook_posterior_two_states():
     assert np.all(np.abs(z) <= Z_TOL), (z, m1, m2)
 
 
+def test_hmm_posterior_with_sampled_variances():
+    """The same with sampled variances, a Gamma(2, 1) prior on each precision (Wishart(4, 1/2))."""
+    kw = dict(initial="z1", mean_prior=([3.0, 10.0], 1.0), precision_prior=(4.0, 0.5))
+    proto = GaussianHMM(np.zeros(3), 2, **kw)
+    params = HMMParams(np.array([[0.8, 0.2], [0.3, 0.7]]), np.array([[3.5], [9.0]]), np.array([[[1.0]], [[2.0]]]))
+    th0 = np.asarray(proto.unconstrain(params))
+    _, y = proto.simulate(backends.default_rng(1), 60, th0)
+    y = np.asarray(y)[:, 0]
+    model = GaussianHMM(y, 2, **kw)
+    tr = sgmc.sample(model, "mala", step_size=0.03, n_iter=2500, burn_in=500, chains=16, init=th0, rng=0, progress=False)
+
+    def log_post(x):
+        eta, mu, psi = x[:, :4].reshape(-1, 2, 2), x[:, 4:6], x[:, 6:8]
+        ll = hmm_loglik(_Pi(eta), mu, 1.0 / psi**2, y, np.full(2, 0.5), "z1")
+        lp = np.sum(eta - np.exp(eta), axis=(1, 2)) - 0.5 * (mu[:, 0] - 3) ** 2 - 0.5 * (mu[:, 1] - 10) ** 2
+        # the precision psi^2 ~ Gamma(2, 1), carried to psi (Jacobian 2 |psi|)
+        return ll + lp + np.sum(stats.gamma(2.0).logpdf(psi**2) + np.log(2 * np.abs(psi)), axis=1)
+
+    def features(th):
+        Pi = _Pi(th[..., :4].reshape(th.shape[:-1] + (2, 2)))
+        return np.stack([Pi[..., 0, 0], Pi[..., 1, 1], th[..., 4], th[..., 5], th[..., 6] ** -2, th[..., 7] ** -2], axis=-1)
+
+    z, m1, m2 = importance_check(tr.draws, log_post, features)
+    assert np.all(np.abs(z) <= Z_TOL), (z, m1, m2)
+
+
 def _hmm_brute(Pi, mu, Sigma, y, p_init, initial):
     """log p(y) by enumerating every state path (K^T terms)."""
     K, T = Pi.shape[0], y.shape[0]
