@@ -8,6 +8,7 @@ which the latent states are smoothed exactly (Kalman smoother, forward-backward)
 
 from ..estimators import ESTIMATORS as _ESTIMATORS
 from .ar import AR, ARParams
+from .arhmm import ARHMM, ARHMMParams
 from .base import StateSpaceModel, as_series
 from .buffered import Buffered
 from ..plot import forecast_plot
@@ -58,6 +59,8 @@ __all__ = [
     "GARCH",
     "AR",
     "ARParams",
+    "ARHMM",
+    "ARHMMParams",
     "ScalarLGSSMKernel",
     "particle_filter",
     "particle_window_score",
