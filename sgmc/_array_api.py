@@ -73,7 +73,11 @@ def array_namespace(*arrays: Any, names: tuple[str, ...] | None = None) -> Names
     pairs = [(a, (names[i] if names else f"argument {i}")) for i, a in enumerate(arrays)]
     pairs = [(a, n) for a, n in pairs if a is not None and is_array(a)]
     if not pairs:
-        msg = "no arrays were given to infer the array namespace from"
+        if names:
+            given = ", ".join(f"`{n}` ({type(a).__name__})" for a, n in zip(arrays, names))
+            msg = f"expected arrays (NumPy, CuPy, torch or array-api-strict); got {given}"
+        else:
+            msg = "no arrays were given to infer the array namespace from"
         raise TypeError(msg)
     spaces = []
     for a, n in pairs:
@@ -125,8 +129,10 @@ def float_dtype(xp: Namespace, *arrays: Array, names: tuple[str, ...] | None = N
     """
     if names is not None:
         for a, name in zip(arrays, names):
-            if a is not None:
-                check_real_dtype(xp, a.dtype, name)
+            if not is_array(a):
+                msg = f"`{name}` must be an array (NumPy, CuPy, torch or array-api-strict); got {type(a).__name__}"
+                raise TypeError(msg)
+            check_real_dtype(xp, a.dtype, name)
     floats = [a.dtype for a in arrays if a is not None and is_floating(xp, a.dtype)]
     if not floats:
         return xp.float64

@@ -29,7 +29,8 @@ from hypothesis import strategies as st  # noqa: E402
 from hypothesis.extra import numpy as hnp  # noqa: E402
 
 import sgmc  # noqa: E402
-from sgmc.diagnostics import ess, ksd, rhat, summary  # noqa: E402
+from sgmc.diagnostics import ess, hdi, ksd, mcse, rhat, summary  # noqa: E402
+from sgmc.diagnostics.metrics import kl_gaussian  # noqa: E402
 from sgmc.models import GaussianTarget, LinearRegression, LogisticRegression  # noqa: E402
 from sgmc.ssm import LGSSM  # noqa: E402
 from sgmc.ssm.particle import ScalarLGSSMKernel, particle_filter  # noqa: E402
@@ -165,6 +166,33 @@ def test_summary(data, shape, prob):
                 assert np.all(~np.isnan(values) | _rhat_nan_allowed(x))
             else:
                 assert np.all(np.isfinite(values)), (column, values)
+
+
+@FUZZ
+@given(data=st.data(), shape=_draws_shape(), method=st.sampled_from(["mean", "sd", "quantile", "hdi"]))
+def test_mcse_and_hdi(data, shape, method):
+    draws, kind = data.draw(labelled(shape))
+    problem = _draws_problem(shape, kind)
+    if method == "hdi":
+        out = _check(lambda: hdi(draws, 0.8), {"draws": problem})
+    else:
+        out = _check(lambda: mcse(draws, method=method, prob=0.3 if method == "quantile" else None),
+                     {"draws": problem})
+    if out is not None:
+        assert _finite(out), f"{method} gave {out} for finite draws"
+
+
+@FUZZ
+@given(data=st.data(), d=st.integers(1, 3))
+def test_kl_gaussian(data, d):
+    kinds = tuple(k for k in BAD_KINDS if k != "rank")
+    m0, k0 = data.draw(labelled((d,), kinds=kinds))
+    m1, k1 = data.draw(labelled((d,), kinds=kinds))
+    a = data.draw(hnp.arrays(np.float64, (d, d), elements=st.floats(-2, 2)))
+    cov = a @ a.T + np.eye(d)
+    out = _check(lambda: kl_gaussian(m0, cov, m1, np.eye(d)), {"mean0": k0, "mean1": k1})
+    if out is not None:
+        assert _finite(out) and float(out) >= 0
 
 
 @FUZZ
