@@ -4,8 +4,11 @@
 "Stochastic gradient Markov chain Monte Carlo": Bayesian logistic regression with a N(0, 10 I) prior
 on N = 10^5 simulated data in d = 10 dimensions, fitted by SGLD and by SGLD with control variates
 (SGLD-CV) with subsample size n = 0.01 N. It prints, per method, the wall time, the number of passes
-through the data, the held-out log-loss of the posterior predictive distribution and the distance of
-the posterior-mean estimate from that of a long exact MCMC (MALA) reference run.
+through the data (every per-datum evaluation: the estimator's, the sampler's own such as a Fisher
+metric, and the set-up's), the held-out log-loss of the posterior predictive distribution and the
+distance of the posterior-mean estimate from that of a long exact MCMC (MALA) reference run. A method
+that diverged, ran away (finite draws that grow without bound or lie far outside the Laplace
+approximation at the mode) or was interrupted is a marked row, not a result.
 
 The command is an input/output edge: it reads and simulates data with NumPy, moves them to the chosen
 backend with :func:`sgmc.backends.asarray`, and everything else runs through :func:`sgmc.sample` on
@@ -74,8 +77,8 @@ STEP_FACTORS = {
 }
 MOMENTUM_FACTORS = {"minibatch": 0.3, "cv": 1.0, "svrg": 0.3, "full": 0.3}
 # Samplers on their own scale whose factor for an estimator differs from SGLD's (as multiples of their
-# step_unit): SGRLD with SVRG or SAGA at SGLD's 0.5 runs away on the default job (draws at |theta| in
-# the thousands); see docs/samplers.md.
+# step_unit): SGRLD with SVRG or SAGA at SGLD's 0.5 runs away (draws at |theta| in the thousands); the
+# pilots of asv_benchmarks/cli_step_pilots.py (docs/results/cli_step_pilots.json) chose 0.1.
 UNIT_FACTORS = {("sgrld", "svrg"): 0.1, ("sgrld", "saga"): 0.1}
 # The preferential, adaptive, SAGA and DPP estimators take the factors of their plain counterparts.
 _LIKE = {"ps": "minibatch", "dpp": "minibatch", "saga": "svrg", "cv-ps": "cv", "adaptive-cv": "cv",
@@ -240,7 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="iterations per chain of the MALA reference (default: enough for degree-2 control "
                      "variates, 300 for d = 10, at most 1500)")
     run.add_argument("--plot", metavar="FILE", help="write trace plots of the first coordinates (PNG, PDF, SVG)")
-    run.add_argument("--output", metavar="FILE.npz", help="save draws, reference and table to a .npz file")
+    run.add_argument("--output", metavar="FILE.npz",
+                     help="save each method's trace (sgmc.Trace.load opens it) with the command's settings, its "
+                     "row and the reference mean; with several methods, FILE-METHOD.npz for each; checked "
+                     "writable before anything runs")
     run.add_argument("--no-progress", action="store_true", help="no progress bars or status lines")
     run.add_argument("--quick", action="store_true",
                      help="a small configuration for smoke tests (N = 5000, 2000 iterations)")
