@@ -39,13 +39,16 @@ _STEP_SCALE = (
 
 
 def as_metric(metric: Any, model: Any = None, name: str = "metric") -> Metric:
-    """A :class:`Metric` from a Metric, ``"fisher"`` (GLMs), or a constant array."""
+    """A :class:`Metric` from a Metric, ``"fisher"`` (the model's ``fisher_metric()`` where it offers one,
+    else a GLM's Fisher information), or a constant array."""
     if isinstance(metric, Metric):
         return metric
     if metric is None or (isinstance(metric, str) and metric == "fisher"):
         if model is None:
             msg = f"`{name}` is required: a sgmc.samplers.Metric, a constant array, or 'fisher' with a GLM model"
             raise ValueError(msg)
+        if callable(getattr(model, "fisher_metric", None)):  # a model that offers its own metric
+            return model.fisher_metric()
         return GLMFisherMetric(model)
     if isinstance(metric, str):
         msg = f"`{name}` must be a sgmc.samplers.Metric, an array or 'fisher'; got {metric!r}"

@@ -36,6 +36,7 @@ from .._dispatch import native
 from .._sampling import categorical
 from .._validation import check_choice, check_int, check_positive
 from .base import StateSpaceModel
+from .fisher import SSMFisherMetric
 from .hmm_scan import messages_scan
 from .hmm_params import first_state_smoother, fixed_precision_factor, make_prior, prior_grads, prior_terms
 from .lgssm import _selector
@@ -449,6 +450,14 @@ class GaussianHMM(StateSpaceModel):
         return xp.sum(xp.reshape(g, (c, M, self.dim)), axis=1)
 
     # -- simulation -----------------------------------------------------------------------------------
+    def fisher_metric(self, **options: Any) -> SSMFisherMetric:
+        """The block-diagonal complete-data Fisher metric for SGRLD (:class:`sgmc.ssm.fisher.SSMFisherMetric`).
+
+        ``sgmc.sample(model, "sgrld", ...)`` uses it as the default metric; ``options`` go to
+        :class:`~sgmc.ssm.fisher.SSMFisherMetric`.
+        """
+        return SSMFisherMetric(self, **options)
+
     def simulate(self, rng: Any, T: int, theta: Any) -> tuple[Array, Array]:
         """Draw ``(z, y)``: states (T,) int64 and observations (T, m) at ``theta`` (dim,)."""
         xp = self.xp

@@ -33,6 +33,7 @@ from .. import backends
 from .._array_api import Array, array_namespace, check_finite, is_array
 from .._validation import check_int, check_positive
 from .base import StateSpaceModel, as_series
+from .fisher import SSMFisherMetric
 from .kalman import kalman_loglik, kalman_stats, precision_grads, stationary_covariance
 from .subsequence import Windows
 
@@ -171,6 +172,14 @@ class LGSSM(StateSpaceModel):
             xp.reshape(psiR, lead + (-1,)) @ self._E_R,
         ]
         return xp.concat(parts, axis=-1)
+
+    def fisher_metric(self, **options: Any) -> SSMFisherMetric:
+        """The block-diagonal complete-data Fisher metric for SGRLD (:class:`sgmc.ssm.fisher.SSMFisherMetric`).
+
+        ``sgmc.sample(model, "sgrld", ...)`` uses it as the default metric; ``options`` go to
+        :class:`~sgmc.ssm.fisher.SSMFisherMetric`.
+        """
+        return SSMFisherMetric(self, **options)
 
     def scalar_params(self, theta: Array) -> tuple[Array, Array, Array]:
         """``(phi, sigma, tau)`` of the scalar model, each with the leading axes of ``theta``."""
