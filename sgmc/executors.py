@@ -12,7 +12,7 @@ Data go to each worker once. On Dask the sampler, the estimator and the model th
 scattered to every worker once (as one in-band pickle, so arrays arrive in aligned memory and
 round exactly as they do here) and each group is one task. On a process pool the run's spec is
 pickled once with its arrays out of band: the arrays are written to one temporary file (aligned,
-removed at the end) that every worker maps read-only, so neither the parent nor a worker holds a
+removed at the end) that every worker maps copy-on-write, so neither the parent nor a worker holds a
 second copy of the data, and each group is one task. Arrays that do not pickle out of band (torch
 tensors), or a temporary file that cannot be written, fall back to one in-band pickle per bundle of
 groups, one bundle per worker. Other executors (which may run their tasks on other machines, or in
@@ -195,12 +195,16 @@ def _remove(path: str | None) -> None:
 
 
 def _load_shared(shared: SharedSpec) -> RunSpec:
-    """Worker side of :func:`_share`: the spec, its arrays read-only views of the mapped file."""
+    """Worker side of :func:`_share`: the spec, its arrays views of the mapped file.
+
+    The mapping is copy-on-write: the pages are shared with every other worker until one writes to
+    an array (a model's work buffer, say), which then gets a private copy of the pages it wrote.
+    """
     if shared.path is None:
         return pickle.loads(shared.head)
     with open(shared.path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
-        view = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)) if size else memoryview(b"")
+        view = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)) if size else memoryview(bytearray())
     return pickle.loads(shared.head, buffers=[view[o : o + n] for o, n in shared.layout])
 
 

@@ -146,10 +146,14 @@ def test_the_data_file_is_mapped_and_removed(tmp_path, monkeypatch):
         assert shared.path is not None and os.path.getsize(shared.path) >= X.nbytes
         assert len(shared.head) < 10_000  # the arrays are out of band, not in the pickle
         assert all(off % 64 == 0 for off, _ in shared.layout)
-        back = executors._load_shared(shared)
-        model = back.estimator
-        assert not model.X.flags.writeable and model.X.base is not None
+        model = executors._load_shared(shared).estimator
+        assert model.X.base is not None  # a view of the mapping, not a copy
         assert _same(model.X, X) and _same(model.y, y)
+        # copy-on-write: a worker may write to its arrays without changing the file or other workers'
+        assert model.X.flags.writeable
+        model.X[0, 0] = 1e300
+        again = executors._load_shared(shared).estimator
+        assert _same(again.X, X)
     finally:
         executors._remove(shared.path)
     # a run leaves no file behind
