@@ -143,7 +143,7 @@ class SSMFisherMetric(Metric):
     >>> np.diag(D[0]) * 100                          # (Q, psi_Q^2 / 2, psi_R^2 / 2) / T, T = 100
     array([0.25, 2.  , 0.5 ])
     >>> gamma * 100                                  # (0, psi_Q, psi_R) / T
-    array([[0.  , 2.  , 1.  ]])
+    array([[0., 2., 1.]])
     """
 
     def __init__(self, model: Any, *, nu_phi: float = 0.0, occupancy: str = "stationary"):
