@@ -143,6 +143,8 @@ def prior_grads(xp, prior: HMMPrior, eta, mu, psi, jac) -> tuple[Array, Array, A
 
 
 class Smoothed(NamedTuple):
+    """What :func:`first_state_smoother` returns, as :func:`sgmc.ssm.forward_backward` does."""
+
     loglik: Array
     gamma: Array
     N: Array
