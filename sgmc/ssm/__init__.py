@@ -26,6 +26,7 @@ from .kalman import (
 )
 from .lgssm import LGSSM, LGSSMParams
 from .particle import ScalarLGSSMKernel, particle_filter, particle_window_score
+from .slds import SLDS, SLDSParams
 from .resampling import ess, resample, resample_if_low_ess
 from .stochvol import StochasticVolatility
 from .subsequence import Windows, all_windows, gather_windows, inclusion_prob, sample_windows, windows_at
@@ -61,6 +62,8 @@ __all__ = [
     "ARParams",
     "ARHMM",
     "ARHMMParams",
+    "SLDS",
+    "SLDSParams",
     "ScalarLGSSMKernel",
     "particle_filter",
     "particle_window_score",

@@ -42,8 +42,9 @@ class Buffered(Estimator):
         "no buffer" estimator.
     subsequences : int, default 1
         ``M``, subsequences per chain and call (averaged).
-    method : {"exact", "particle"}
-        How the latent states are smoothed on each window.
+    method : {"exact", "particle", "gibbs"}, optional
+        How the latent states are smoothed on each window; default the model's first
+        ``score_methods`` entry ("exact" where it has one, "gibbs" for :class:`sgmc.ssm.SLDS`).
     n_particles : int, default 1000
         Particles for ``method="particle"``.
     **particle_options
@@ -85,7 +86,7 @@ class Buffered(Estimator):
         subsequence_length: Any = None,
         buffer: Any = None,
         subsequences: Any = 1,
-        method: str = "exact",
+        method: str | None = None,
         n_particles: Any = 1000,
         **particle_options: Any,
     ):
@@ -105,7 +106,8 @@ class Buffered(Estimator):
         B = S if buffer is None else buffer
         self.T, self.S, self.B = check_window_sizes(T, S, B)
         self.M = check_int(subsequences, "subsequences")
-        self.method = check_choice(method, "method", tuple(getattr(model, "score_methods", ("exact", "particle"))))
+        methods = tuple(getattr(model, "score_methods", ("exact", "particle")))
+        self.method = check_choice(methods[0] if method is None else method, "method", methods)
         options = dict(particle_options)
         if self.method == "particle":
             options["n_particles"] = check_int(n_particles, "n_particles")
