@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .. import backends
 from .._array_api import Array, check_finite, is_array
 from .._sampling import categorical
 from .._validation import check_int, check_positive
@@ -156,7 +155,6 @@ class ARHMM(StateSpaceModel):
         """``theta`` of ``(Pi, A, Q)`` (``eta = log Pi``; ``psi`` with a positive diagonal)."""
         xp = self.xp
         Pi, A, Q = (xp.asarray(a, dtype=self.dtype, device=self.device) for a in params)
-        lead = tuple(Pi.shape[:-2])
         psi = xp.linalg.cholesky(xp.linalg.inv(Q))
         return self._pack(xp.log(Pi), A, psi)
 

@@ -24,7 +24,7 @@ uniform and ``x_0 ~ N(m0, P0)``; windows that start later start from the station
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import backends
 from .._array_api import Array, check_finite, is_array
@@ -33,7 +33,7 @@ from .._validation import check_choice, check_int, check_positive
 from .base import StateSpaceModel, as_series
 from .hmm import forward_backward, stationary_distribution
 from .kalman import KalmanStats, precision_grads, stationary_covariance
-from .lgssm import LGSSMParams, _selector
+from .lgssm import _selector
 from .slds_gibbs import filtered_init, onehot, sample_x, sample_z, select, smooth_x, transition_log_density
 from .subsequence import Windows, gather_windows
 from .switching_params import (
@@ -46,8 +46,6 @@ from .switching_params import (
 )
 
 __all__ = ["SLDS", "SLDSParams"]
-
-from typing import NamedTuple
 
 
 class SLDSParams(NamedTuple):
