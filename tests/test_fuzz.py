@@ -105,14 +105,16 @@ def _draws_shape():
     return st.sampled_from([(2, 8, 2), (3, 6, 1), (1, 10, 3), (10, 2), (12,), (2, 3, 2), (4, 5, 2, 1)])
 
 
-def _draws_problem(shape, kind):
+def _draws_problem(shape, kind, min_draws: int = 4):
     """What is wrong with a draws array of ``shape`` (None if nothing) for ess / summary."""
+    if kind == "rank":  # one more axis: (n,) -> (n, 2) is one chain of 2-vectors, valid
+        return _draws_problem(tuple(shape) + (2,), None, min_draws)
     if kind is not None:
         return kind
     if len(shape) > 3:
         return "rank"
     full = {1: (1, shape[0], 1), 2: (1,) + tuple(shape), 3: tuple(shape)}[len(shape)]
-    return "too few draws" if full[1] < 4 else None
+    return "too few draws" if full[1] < min_draws else None
 
 
 def _as3d(draws) -> np.ndarray:
@@ -143,7 +145,8 @@ def test_ess(data, shape, method):
 def test_rhat(data, shape, method):
     draws, kind = data.draw(labelled(shape))
     problem = _draws_problem(shape, kind)
-    if problem is None and method == "rank" and (len(shape) < 3 or shape[0] < 2):
+    eff = tuple(shape) + (2,) if kind == "rank" else tuple(shape)
+    if problem is None and method == "rank" and (len(eff) < 3 or eff[0] < 2):
         problem = "one chain"
     out = _check(lambda: rhat(draws, method=method), {"draws": problem})
     if out is not None:
@@ -172,7 +175,7 @@ def test_summary(data, shape, prob):
 @given(data=st.data(), shape=_draws_shape(), method=st.sampled_from(["mean", "sd", "quantile", "hdi"]))
 def test_mcse_and_hdi(data, shape, method):
     draws, kind = data.draw(labelled(shape))
-    problem = _draws_problem(shape, kind)
+    problem = _draws_problem(shape, kind, min_draws=1 if method == "hdi" else 4)
     if method == "hdi":
         out = _check(lambda: hdi(draws, 0.8), {"draws": problem})
     else:
