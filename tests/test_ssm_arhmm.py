@@ -132,6 +132,11 @@ def test_matches_across_backends(xb, case):
     ref = np.asarray(model.grad_log_lik(theta[None, :]))
     tol = 1e-3 if xb.float_dtype == "float32" else 1e-9
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
+    w = all_windows(model.T, 2, 1, np)
+    ref_w = np.asarray(model.window_score(None, theta[None, :], w)[0])
+    wx = all_windows(model.T, 2, 1, xb.xp, dtype=xb.dtype, device=xb.device)
+    got_w = xb.to_numpy(m2.window_score(None, xb.asarray(theta[None, :]), wx)[0])
+    np.testing.assert_allclose(got_w, ref_w, rtol=tol, atol=tol * np.abs(ref_w).max())
 
 
 def test_sgld_with_buffered_gradients_runs_and_stays_near_the_truth():

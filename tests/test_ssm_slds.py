@@ -111,6 +111,11 @@ def test_one_regime_is_the_lgssm(n, m):
     w = all_windows(12, 12, 0, np)
     score, _ = model.window_score(0, th1[None, :], w)
     np.testing.assert_allclose(np.asarray(score)[0], np.concatenate([[0.0], np.asarray(lg.grad_log_lik(th[None, :]))[0]]), rtol=1e-9, atol=1e-10)
+    # windows that start later: both start from the stationary law at theta
+    wl = all_windows(12, 3, 2, np)
+    got = np.asarray(model.window_score(0, th1[None, :], wl)[0])[0]
+    ref = np.asarray(lg.window_score(None, th[None, :], wl)[0])[0]
+    np.testing.assert_allclose(got, np.concatenate([[0.0], ref]), rtol=1e-9, atol=1e-10)
     gp = np.asarray(model.grad_log_prior(th1[None, :]))[0]
     np.testing.assert_allclose(gp[1:], np.asarray(lg.grad_log_prior(th[None, :]))[0], rtol=1e-10, atol=1e-12)
 
