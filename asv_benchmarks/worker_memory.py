@@ -12,7 +12,9 @@ Run from the repository root::
 
     python asv_benchmarks/worker_memory.py --tree /tmp/before --json
 
-which measures the given tree and this one and writes ``docs/results/worker_memory.json``.
+which measures the given tree and this one and writes ``docs/results/worker_memory.json``;
+``--executor dask`` measures a Dask ``LocalCluster`` of 2 worker processes instead (the workers'
+peaks by ``client.run``) and writes ``docs/results/worker_memory_dask.json``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def _worker_peak(_: int) -> tuple:
     return os.getpid(), _peak_mib()
 
 
-def measure(n: int, d: int, iters: int) -> dict:
+def measure(n: int, d: int, iters: int, executor: str = "processes") -> dict:
     """One measurement in this process: data size, the parent's peak and each worker's."""
     import concurrent.futures as cf
     import multiprocessing
@@ -57,6 +59,20 @@ def measure(n: int, d: int, iters: int) -> dict:
     model = LinearRegression(X, y)
     data_mib = (X.nbytes + y.nbytes) / 2**20
     before = _peak_mib()
+    if executor == "dask":
+        from distributed import Client, LocalCluster
+
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+                Client(cluster) as client:
+            t0 = time.perf_counter()
+            trace = sgmc.sample(model, "sgld", step_size=1e-7, batch_size=1000, n_iter=iters, chains=4,
+                                group_size=2, rng=1, progress=False, executor=client)
+            wall = time.perf_counter() - t0
+            peaks = client.run(_peak_mib)
+        assert bool(np.all(np.isfinite(trace.draws)))
+        return {"sgmc": os.path.dirname(os.path.dirname(sgmc.__file__)), "data_mib": data_mib,
+                "parent_before_run_mib": before, "parent_peak_mib": _peak_mib(),
+                "worker_peaks_mib": sorted(peaks.values()), "wall_s": wall}
     ctx = multiprocessing.get_context("forkserver")
     with cf.ProcessPoolExecutor(2, mp_context=ctx) as pool:
         list(pool.map(_worker_peak, range(2)))  # start both workers before the run
@@ -93,10 +109,11 @@ def main() -> None:
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--tree", action="append", default=[], help="another checkout to measure first")
     p.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--executor", choices=("processes", "dask"), default="processes")
     p.add_argument("--json", action="store_true", help="write docs/results/worker_memory.json")
     args = p.parse_args()
     if args.measure:
-        print(json.dumps(measure(args.n, args.d, args.iters)))
+        print(json.dumps(measure(args.n, args.d, args.iters, args.executor)))
         return
     sys.path.append(str(ROOT))  # after any PYTHONPATH tree: the measured sgmc is the one first on the path
     from docs._results import write_results
@@ -105,7 +122,7 @@ def main() -> None:
     for tree in args.tree + [str(ROOT)]:
         env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
         cmd = [sys.executable, __file__, "--measure", "--n", str(args.n), "--d", str(args.d),
-               "--iters", str(args.iters)]
+               "--iters", str(args.iters), "--executor", args.executor]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         label = "this checkout" if tree == str(ROOT) else tree
@@ -122,10 +139,13 @@ def main() -> None:
                     "parent peak / data", "worker peaks MiB", "worker peak / data", "run s"],
         "rows": rows,
         "notes": (f"N = {args.n}, d = {args.d}, LinearRegression, SGLD, {args.iters} iterations, 4 chains in "
-                  "2 groups on a ProcessPoolExecutor(2) started by forkserver; peak = ru_maxrss"),
+                  + ("2 groups on a ProcessPoolExecutor(2) started by forkserver" if args.executor == "processes"
+                     else "2 groups on a Dask LocalCluster(n_workers=2, threads_per_worker=1, processes=True)")
+                  + "; peak = ru_maxrss"),
     }
     if args.json:
-        write_results("worker_memory", {"processes": table})
+        name = "worker_memory" if args.executor == "processes" else "worker_memory_dask"
+        write_results(name, {args.executor: table})
 
 
 if __name__ == "__main__":
