@@ -419,7 +419,7 @@ class _Job:
             except OSError as err:
                 where = os.fspath(self.path)
                 msg = f"cannot write the data file of the checkpoint {where!r}: {err.strerror or err}"
-                raise CheckpointWriteError(err.errno, msg, getattr(err, "filename", None) or where) from err
+                raise CheckpointWriteError(err.errno, msg, err.filename or where) from err
 
     def save(self, sampled: Callable[[], list] | None = None) -> None:
         """Write the checkpoint; a failure raises :class:`CheckpointWriteError` with ``sampled()``'s trace."""
@@ -432,7 +432,7 @@ class _Job:
             earlier = f"; sgmc.resume({where!r}) continues from the last checkpoint written" if self.file else ""
             msg = (f"cannot write the checkpoint {where!r}: {err.strerror or err}; the draws so far are on "
                    f"this error (err.trace){earlier}")
-            new = CheckpointWriteError(err.errno, msg, getattr(err, "filename", None) or where)
+            new = CheckpointWriteError(err.errno, msg, err.filename or where)
             new.trace = self.trace(sampled() if sampled is not None else list(self.results), interrupted=True)
             raise new from err
         except _checkpoint.NotStorable as err:
