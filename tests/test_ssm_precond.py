@@ -215,3 +215,43 @@ def test_sgrld_samples_the_lgssm_posterior():
         m_run, se_run = replicate_mean(f(d_run).mean(axis=1))
         z = np.abs(m_run - m_ref) / np.hypot(se_ref, se_run)
         assert np.all(z < Z_TOL), (m_ref, m_run, z)
+
+
+def _switching(kind, seed=0):
+    from sgmc.ssm import ARHMM, SLDS
+
+    rng = np.random.default_rng(seed)
+    if kind == "arhmm":
+        model = ARHMM(rng.normal(size=(40, 2)), n_states=2, order=2)
+        theta = rng.normal(size=model.dim) * 0.3
+        eta, A, psi = model._split(theta)
+        theta = theta + model._pack(0 * eta, 0 * A, np.broadcast_to(1.2 * np.eye(2), psi.shape))
+    else:
+        model = SLDS(rng.normal(size=(40, 3)), n_states=2, state_dim=2)
+        theta = rng.normal(size=model.dim) * 0.3
+        eta, A, C, psiQ, psiR = model._split(theta)
+        theta = theta + model._pack(0 * eta, 0 * A, 0 * C, np.broadcast_to(1.4 * np.eye(2), psiQ.shape), 1.1 * np.eye(3))
+    return model, theta
+
+
+@pytest.mark.parametrize("kind", ["arhmm", "slds"])
+def test_switching_models_blocks_and_gamma(kind):
+    model, theta = _switching(kind)
+    metric = model.fisher_metric()
+    th = np.stack([theta, 0.9 * theta + 0.05])
+    G = metric.value(th)
+    D, gam = metric.inverse_and_gamma(th)
+    assert np.all(np.linalg.eigvalsh(0.5 * (D + np.swapaxes(D, 1, 2))) > 0)
+    np.testing.assert_allclose(D @ G, np.broadcast_to(np.eye(model.dim), G.shape), atol=1e-9)
+    fd = _divergence_fd(metric, th)
+    np.testing.assert_allclose(gam, fd, rtol=1e-5, atol=1e-7 * np.max(np.abs(fd)))
+    # the regression block of state 0 is T pi_0 Lambda_0 (x) I (thesis Eq. 3.53, E[ybar ybar^T] -> I)
+    parts = model._split(th[:1])
+    eta = parts[0][0]
+    Pi = np.exp(eta) / np.exp(eta).sum(axis=1, keepdims=True)
+    pi0 = stationary_law(np, Pi)[0]
+    psi = parts[2][0] if kind == "arhmm" else parts[3][0]
+    cols = model.m * model.p if kind == "arhmm" else model.n
+    lam0 = psi[0] @ psi[0].T
+    k2, rows = model.K ** 2, lam0.shape[0] * cols
+    np.testing.assert_allclose(G[0, k2 : k2 + rows, k2 : k2 + rows], model.T * pi0 * np.kron(lam0, np.eye(cols)), rtol=1e-10)

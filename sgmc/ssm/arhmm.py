@@ -26,6 +26,7 @@ from .._array_api import Array, check_finite, is_array
 from .._sampling import categorical
 from .._validation import check_int, check_positive
 from .base import StateSpaceModel, as_series
+from .fisher import SSMFisherMetric
 from .hmm import _second_moments, forward_backward, stationary_distribution
 from .lgssm import _selector
 from .subsequence import Windows
@@ -142,6 +143,10 @@ class ARHMM(StateSpaceModel):
         lead = tuple(geta.shape[:-2])
         gpsi = xp.reshape(gpsi, lead + (self.K, self.m * self.m)) @ self._E
         return xp.concat([xp.reshape(g, lead + (-1,)) for g in (geta, gA, gpsi)], axis=-1)
+
+    def fisher_metric(self, **options: Any) -> SSMFisherMetric:
+        """The block-diagonal complete-data Fisher metric for SGRLD (:class:`sgmc.ssm.fisher.SSMFisherMetric`)."""
+        return SSMFisherMetric(self, **options)
 
     def constrain(self, theta: Any) -> ARHMMParams:
         """``(Pi, A, Q)`` of ``theta`` (..., dim)."""

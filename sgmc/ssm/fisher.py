@@ -5,12 +5,14 @@ tractable form, so the thesis (Eq. 3.8) preconditions with the *complete-data* F
 I_{u,y} = T E[-grad^2 log p(y_t, u_t | u_{t-1}, theta)], which is block diagonal across the
 parameter blocks. SGRLD then uses D(theta) = I_{u,y}^{-1} with the correction Gamma_i = sum_j
 d D_ij / d theta_j (the sum runs over i's own block, since D is block diagonal). In the parameters of
-:class:`~sgmc.ssm.LGSSM` and :class:`~sgmc.ssm.GaussianHMM`:
+:class:`~sgmc.ssm.LGSSM`, :class:`~sgmc.ssm.GaussianHMM`, :class:`~sgmc.ssm.ARHMM` and
+:class:`~sgmc.ssm.SLDS` (the ARHMM rows for its switching dynamics, the LGSSM rows for its emission;
+thesis 3.107-3.111):
 
-* a mean block (HMM ``mu_k``; LGSSM ``A`` and the free entries of ``C``): G = w Lambda (x) M with
-  Lambda the noise precision and M = E[x x^T] of the regressor; the thesis (Eqs. 3.73, 3.75) replaces
-  M by the identity, which is the default here. These blocks do not depend on their own parameters,
-  so their Gamma is zero (Eqs. 3.44, 3.73, 3.75);
+* a regression block (HMM ``mu_k``; ARHMM ``A_k``; LGSSM and SLDS ``A`` (``A_k``) and the free entries
+  of ``C``): G = w Lambda (x) M with Lambda the noise precision and M = E[x x^T] of the regressor; the
+  thesis (Eqs. 3.53, 3.73, 3.75) replaces M by the identity, and so does this module. These blocks do
+  not depend on their own parameters, so their Gamma is zero;
 * a precision Cholesky factor ``psi`` (lower triangular, psi psi^T = Sigma^{-1}): entry (i, j) scores
   delta_ij / psi_ii - (r r^T psi)_ij, so F_{(ij),(kl)} = delta_jl Sigma_ik + delta_ij delta_kl delta_ik /
   psi_ii^2 (for m = 1, 2 Sigma, the thesis's Eq. 3.45). Its Gamma is computed in closed form,
@@ -22,8 +24,9 @@ d D_ij / d theta_j (the sum runs over i's own block, since D is block diagonal).
   zero, so the absorption that nu_phi guards against in the thesis cannot happen; nu_phi = 0 by
   default, and a positive value reproduces the thesis's diffusion.
 
-Scale: w = T for the LGSSM; for the HMM, w = T pi_k with pi the stationary law of Pi (the expected
-number of visits to state k; ``occupancy="none"`` takes w = T, as the thesis does). With these
+Scale: w = T for the LGSSM (and the SLDS emission); for the switching models' per-state blocks,
+w = T pi_k with pi the stationary law of Pi (the expected number of visits to state k;
+``occupancy="none"`` takes w = T, as the thesis does). With these
 weights G is about the posterior precision, so SGRLD's natural step is of order one
 (:mod:`sgmc.samplers.riemannian`); the thesis's step size is h / (2 T) in these units. The prior is not
 part of G. The metric costs O(d^3) per chain and step and reads no data (``n_evals = 0``).
@@ -37,6 +40,9 @@ from .._array_api import Array
 from ..samplers.metrics import Metric
 
 __all__ = ["SSMFisherMetric", "cholesky_fisher", "stationary_law"]
+
+
+_KINDS = ("LGSSM", "GaussianHMM", "ARHMM", "SLDS")
 
 
 def _tri(m: int) -> tuple[list, list]:
@@ -120,15 +126,15 @@ def _kron(xp: Any, a: Array, b: Array) -> Array:
 
 
 class SSMFisherMetric(Metric):
-    """The block-diagonal complete-data Fisher metric of an LGSSM or a Gaussian HMM (see the module).
+    """The block-diagonal complete-data Fisher metric of a state space model (see the module).
 
     Parameters
     ----------
-    model : LGSSM or GaussianHMM
+    model : LGSSM, GaussianHMM, ARHMM or SLDS
     nu_phi : float, default 0
-        HMM only: nu_phi of the thesis's expanded-mean preconditioner D_phi = diag(phi) + nu_phi I.
+        Switching models: nu_phi of the thesis's expanded-mean preconditioner D_phi = diag(phi) + nu_phi I.
     occupancy : {"stationary", "none"}, default "stationary"
-        HMM only: weight of state k's blocks, T pi_k (the complete-data Fisher information) or T
+        Switching models: weight of state k's blocks, T pi_k (the complete-data Fisher information) or T
         (the thesis's Eqs. 3.44-3.45).
 
     Examples
@@ -147,9 +153,9 @@ class SSMFisherMetric(Metric):
     """
 
     def __init__(self, model: Any, *, nu_phi: float = 0.0, occupancy: str = "stationary"):
-        kind = type(model).__name__
-        if not {"LGSSM", "GaussianHMM"} & {c.__name__ for c in type(model).__mro__}:
-            msg = f"`model` must be an LGSSM or a GaussianHMM for SSMFisherMetric; got {kind}"
+        kinds = [c.__name__ for c in type(model).__mro__ if c.__name__ in _KINDS]
+        if not kinds:
+            msg = f"`model` must be an LGSSM, a GaussianHMM, an ARHMM or an SLDS for SSMFisherMetric; got {type(model).__name__}"
             raise TypeError(msg)
         if isinstance(nu_phi, bool) or not isinstance(nu_phi, (int, float)) or not nu_phi >= 0:
             msg = f"`nu_phi` must be a non-negative number; got {nu_phi!r}"
@@ -158,7 +164,8 @@ class SSMFisherMetric(Metric):
             msg = f"`occupancy` must be 'stationary' or 'none'; got {occupancy!r}"
             raise ValueError(msg)
         self.model = model
-        self.hmm = "GaussianHMM" in {c.__name__ for c in type(model).__mro__}
+        self.kind = kinds[0]
+        self.hmm = self.kind != "LGSSM"
         self.nu_phi = float(nu_phi)
         self.occupancy = occupancy
         self.diagonal = False
@@ -189,35 +196,75 @@ class SSMFisherMetric(Metric):
         zeros = xp.zeros(tuple(theta.shape[:-1]) + (GA.shape[-1] + GC.shape[-1],), dtype=mdl.dtype, device=mdl.device)
         return G, D, [zeros, gQ / T, gR / T]
 
-    def _hmm_blocks(self, theta):
+    def _switching(self, eta):
+        """Occupancy weights w (..., K) and the expanded-mean block (G, D, Gamma) of ``eta`` (..., K, K)."""
         mdl = self.model
         xp = mdl.xp
-        K, m = mdl.K, mdl.m
-        lead = tuple(theta.shape[:-1])
-        eta, mu, psi = mdl._split(theta)
+        K = mdl.K
+        lead = tuple(eta.shape[:-2])
         T = float(mdl.T)
         if self.occupancy == "stationary":
-            w = T * stationary_law(xp, mdl._Pi(eta))                          # (..., K)
+            e = xp.exp(eta - xp.max(eta, axis=-1, keepdims=True))
+            w = T * stationary_law(xp, e / xp.sum(e, axis=-1, keepdims=True))          # (..., K)
         else:
             w = T * xp.ones(lead + (K,), dtype=mdl.dtype, device=mdl.device)
         phi = xp.reshape(xp.exp(eta), lead + (K * K,))
         nu = self.nu_phi
         eye_kk = xp.eye(K * K, dtype=mdl.dtype, device=mdl.device)
-        G = [eye_kk * (phi * phi / (phi + nu))[..., None, :]]
-        D = [eye_kk * ((phi + nu) / (phi * phi))[..., None, :]]
-        gam = [-1.0 / phi - 2.0 * nu / (phi * phi)]
-        lam = psi @ xp.matrix_transpose(psi)                                  # (..., K, m, m)
-        wk = w[..., :, None, None]
-        G.append(_block_diag(xp, [wk[..., k, :, :] * lam[..., k, :, :] for k in range(K)]))
+        G = eye_kk * (phi * phi / (phi + nu))[..., None, :]
+        D = eye_kk * ((phi + nu) / (phi * phi))[..., None, :]
+        return w, (G, D, -1.0 / phi - 2.0 * nu / (phi * phi))
+
+    def _per_state(self, w, lam, cols):
+        """Blocks w_k Lambda_k (x) I_cols of the regression coefficients of each state (Gamma = 0)."""
+        xp = self.model.xp
+        K = int(lam.shape[-3])
+        eye = xp.eye(cols, dtype=lam.dtype, device=lam.device)
+        G = [w[..., k, None, None] * _kron(xp, lam[..., k, :, :], eye) for k in range(K)]
         sig = xp.linalg.inv(lam)
-        D.append(_block_diag(xp, [sig[..., k, :, :] / wk[..., k, :, :] for k in range(K)]))
-        gam.append(xp.zeros(lead + (K * m,), dtype=mdl.dtype, device=mdl.device))
-        if mdl._fixed_psi is None:
-            F, Dp, gp = cholesky_fisher(xp, psi)                              # (..., K, p, p), (..., K, p)
-            G.append(_block_diag(xp, [wk[..., k, :, :] * F[..., k, :, :] for k in range(K)]))
-            D.append(_block_diag(xp, [Dp[..., k, :, :] / wk[..., k, :, :] for k in range(K)]))
-            gam.append(xp.reshape(gp / w[..., :, None], lead + (-1,)))
-        return G, D, gam
+        D = [_kron(xp, sig[..., k, :, :], eye) / w[..., k, None, None] for k in range(K)]
+        size = K * int(lam.shape[-1]) * cols
+        zero = xp.zeros(tuple(lam.shape[:-3]) + (size,), dtype=lam.dtype, device=lam.device)
+        return _block_diag(xp, G), _block_diag(xp, D), zero
+
+    def _per_state_factor(self, w, psi):
+        """Blocks w_k F(psi_k) of each state's precision factor, with their Gamma."""
+        xp = self.model.xp
+        K = int(psi.shape[-3])
+        F, Dp, gp = cholesky_fisher(xp, psi)
+        G = _block_diag(xp, [w[..., k, None, None] * F[..., k, :, :] for k in range(K)])
+        D = _block_diag(xp, [Dp[..., k, :, :] / w[..., k, None, None] for k in range(K)])
+        return G, D, xp.reshape(gp / w[..., :, None], tuple(psi.shape[:-3]) + (-1,))
+
+    def _hmm_blocks(self, theta):
+        mdl = self.model
+        xp = mdl.xp
+        kind = self.kind
+        parts = mdl._split(theta)
+        w, eta_block = self._switching(parts[0])
+        blocks = [eta_block]
+        if kind == "GaussianHMM":
+            _, mu, psi = parts
+            blocks.append(self._per_state(w, psi @ xp.matrix_transpose(psi), 1))
+            if mdl._fixed_psi is None:
+                blocks.append(self._per_state_factor(w, psi))
+        elif kind == "ARHMM":
+            _, A, psi = parts
+            blocks.append(self._per_state(w, psi @ xp.matrix_transpose(psi), mdl.m * mdl.p))
+            blocks.append(self._per_state_factor(w, psi))
+        else:  # SLDS: the ARHMM rows for the switching dynamics, the LGSSM rows for the emission
+            _, A, C, psiQ, psiR = parts
+            T = float(mdl.T)
+            blocks.append(self._per_state(w, psiQ @ xp.matrix_transpose(psiQ), mdl.n))
+            eye_n = xp.eye(mdl.n, dtype=mdl.dtype, device=mdl.device)
+            GC = T * (xp.matrix_transpose(mdl._E_C) @ _kron(xp, psiR @ xp.matrix_transpose(psiR), eye_n) @ mdl._E_C)
+            zc = xp.zeros(tuple(theta.shape[:-1]) + (int(GC.shape[-1]),), dtype=mdl.dtype, device=mdl.device)
+            blocks.append((GC, xp.linalg.inv(GC) if GC.shape[-1] else GC, zc))
+            blocks.append(self._per_state_factor(w, psiQ))
+            FR, DR, gR = cholesky_fisher(xp, psiR)
+            blocks.append((T * FR, DR / T, gR / T))
+        G, D, gam = zip(*blocks)
+        return list(G), list(D), list(gam)
 
     # -- Metric ---------------------------------------------------------------------------------------
     def value(self, theta: Array) -> Array:

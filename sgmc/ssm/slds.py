@@ -31,6 +31,7 @@ from .._array_api import Array, check_finite, is_array
 from .._sampling import categorical
 from .._validation import check_choice, check_int, check_positive
 from .base import StateSpaceModel, as_series
+from .fisher import SSMFisherMetric
 from .hmm import forward_backward, stationary_distribution
 from .kalman import KalmanStats, precision_grads, stationary_covariance
 from .lgssm import _selector
@@ -194,6 +195,10 @@ class SLDS(StateSpaceModel):
         xp = self.xp
         S = xp.linalg.inv(psi @ xp.matrix_transpose(psi))
         return 0.5 * (S + xp.matrix_transpose(S))
+
+    def fisher_metric(self, **options: Any) -> SSMFisherMetric:
+        """The block-diagonal complete-data Fisher metric for SGRLD (:class:`sgmc.ssm.fisher.SSMFisherMetric`)."""
+        return SSMFisherMetric(self, **options)
 
     def constrain(self, theta: Any) -> SLDSParams:
         """``(Pi, A, Q, C, R)`` of ``theta`` (..., dim)."""
