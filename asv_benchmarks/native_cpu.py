@@ -205,8 +205,9 @@ def bench_ksd(reps: int, n: int = 20_000, dim: int = 10) -> dict:
     r = np.random.default_rng(0)
     x = r.standard_normal((n, dim))
     s = -x
-    ksd(x[:500], s[:500])  # compile
-    t = _alternate({"native": _with_native(True, lambda: ksd(x, s)), "twin": _with_native(False, lambda: ksd(x, s))}, reps)
+    ksd(x[:500], s[:500], kind="joint")  # compile
+    t = _alternate({"native": _with_native(True, lambda: ksd(x, s, kind="joint")),
+                    "twin": _with_native(False, lambda: ksd(x, s, kind="joint"))}, reps)
     pairs = n * (n + 1) / 2
     flops = pairs * (8 * dim + 13 + 2)
     peak = _gflops()
