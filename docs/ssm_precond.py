@@ -3,9 +3,7 @@
 Both samplers use the same buffered gradient estimator (subsequences of length ``S`` with ``B``
 buffer times on each side) on a scalar LGSSM (phi = 0.9, Q = 0.5, R = 1) and a 2-state Gaussian HMM
 (Pi = [[0.95, 0.05], [0.1, 0.9]], mu = (-1, 1), sigma^2 = (0.5, 0.8)), each simulated with ``T``
-observations, and start away from the truth (the HMM's expanded means phi at the scale of the
-transition counts, rows summing to T / K: the expanded-mean metric diag(phi) assumes that scale, and
-both samplers start there). SGRLD uses the model's
+observations, and start away from the truth. SGRLD uses the model's
 :meth:`fisher_metric` (:mod:`sgmc.ssm.fisher`). Every sampler runs for the same wall-clock budget at each
 step size of its grid (SGLD: ``h = 2 eps / T`` for eps in ``--eps``, the thesis's convention; SGRLD:
 ``h`` in ``--h``, on the metric's scale, where steps of order one are natural) and keeps the step with
@@ -50,7 +48,6 @@ def hmm_problem(T, seed):
     model = GaussianHMM(np.asarray(y), 2)
     init = np.asarray(model.unconstrain(HMMParams(np.array([[0.6, 0.4], [0.4, 0.6]]), np.array([[-0.5], [0.5]]),
                                                   np.array([[[1.0]], [[1.0]]]))))
-    init[:4] += math.log(T / 2)    # expanded means at the scale of the transition counts (rows sum to T / K)
     return model, init
 
 

@@ -134,7 +134,7 @@ def test_hmm_blocks_match_monte_carlo_fisher(fixed):
     phi = np.exp(eta).ravel()
     metric = SSMFisherMetric(model, nu_phi=0.4)
     Gfull = metric.value(theta[None, :])[0]
-    np.testing.assert_allclose(Gfull[: K * K, : K * K], np.diag(phi**2 / (phi + 0.4)), rtol=1e-12)
+    np.testing.assert_allclose(Gfull[: K * K, : K * K], np.diag(np.repeat(model.T * pi, K) * phi**2 / (phi + 0.4)), rtol=1e-10)
     D = metric.inverse(theta[None, :])[0]
     assert np.all(np.linalg.eigvalsh(0.5 * (D + D.T)) > 0)
     np.testing.assert_allclose(D @ Gfull, np.eye(model.dim), atol=1e-9)

@@ -18,11 +18,15 @@ thesis 3.107-3.111):
   psi_ii^2 (for m = 1, 2 Sigma, the thesis's Eq. 3.45). Its Gamma is computed in closed form,
   -sum_b [D (dF / d psi_b) D]_{ab} with d Sigma / d psi_kl = -Sigma (e_k psi_l^T + psi_l e_k^T) Sigma,
   and is exact for the triangular factor (the thesis's "Gamma = psi" holds for m = 1);
-* the HMM transition block, in the model's coordinates eta = log phi of the expanded means (Patterson
-  and Teh 2013): the thesis's D_phi = diag(phi) + nu_phi I with Gamma_phi = 1 (Eq. 3.43), carried to
-  eta: D_eta = (phi + nu_phi) / phi^2, Gamma_eta = -1/phi - 2 nu_phi / phi^2. In eta, phi cannot reach
-  zero, so the absorption that nu_phi guards against in the thesis cannot happen; nu_phi = 0 by
-  default, and a positive value reproduces the thesis's diffusion.
+* the transition block, in the model's coordinates eta = log phi of the expanded means (Patterson
+  and Teh 2013): the thesis's per-observation D_phi = diag(phi) + nu_phi I with Gamma_phi = 1
+  (Eq. 3.43), carried to eta and weighted like the other blocks of row k:
+  D_eta = (phi + nu_phi) / (w_k phi^2); Gamma_eta differentiates both factors (w_k through the
+  stationary law, d pi = pi dPi (I - Pi + 1 pi^T)^{-1}). (The row sums
+  of phi are not identified by the likelihood; their posterior is the prior's, O(1), so phi_kj is
+  about Pi_kj times a number of order K, and w_k phi_kj about the count of k -> j transitions.) In
+  eta, phi cannot reach zero, so the absorption that nu_phi guards against in the thesis cannot
+  happen; nu_phi = 0 by default, and a positive value reproduces the thesis's diffusion.
 
 Scale: w = T for the LGSSM (and the SLDS emission); for the switching models' per-state blocks,
 w = T pi_k with pi the stationary law of Pi (the expected number of visits to state k;
@@ -203,17 +207,28 @@ class SSMFisherMetric(Metric):
         K = mdl.K
         lead = tuple(eta.shape[:-2])
         T = float(mdl.T)
+        eye_k = xp.eye(K, dtype=mdl.dtype, device=mdl.device)
         if self.occupancy == "stationary":
             e = xp.exp(eta - xp.max(eta, axis=-1, keepdims=True))
-            w = T * stationary_law(xp, e / xp.sum(e, axis=-1, keepdims=True))          # (..., K)
+            Pi = e / xp.sum(e, axis=-1, keepdims=True)
+            pi = stationary_law(xp, Pi)
+            w = T * pi                                                           # (..., K)
+            # d log w_k / d eta_kl = Pi_kl (Z_lk - (Pi Z)_kk), Z = (I - Pi + 1 pi^T)^{-1}
+            Z = xp.linalg.inv(eye_k - Pi + xp.ones((K, 1), dtype=mdl.dtype, device=mdl.device) * pi[..., None, :])
+            v = xp.sum((Pi @ Z) * eye_k, axis=-1)                                 # (..., K)
+            dlogw = xp.reshape(Pi * (xp.matrix_transpose(Z) - v[..., :, None]), lead + (K * K,))
         else:
             w = T * xp.ones(lead + (K,), dtype=mdl.dtype, device=mdl.device)
+            dlogw = xp.zeros(lead + (K * K,), dtype=mdl.dtype, device=mdl.device)
         phi = xp.reshape(xp.exp(eta), lead + (K * K,))
+        wr = xp.reshape(w[..., :, None] * xp.ones((K,), dtype=mdl.dtype, device=mdl.device), lead + (K * K,))
         nu = self.nu_phi
+        c = 1.0 / phi + nu / (phi * phi)                                          # D_eta w_k
         eye_kk = xp.eye(K * K, dtype=mdl.dtype, device=mdl.device)
-        G = eye_kk * (phi * phi / (phi + nu))[..., None, :]
-        D = eye_kk * ((phi + nu) / (phi * phi))[..., None, :]
-        return w, (G, D, -1.0 / phi - 2.0 * nu / (phi * phi))
+        G = eye_kk * (wr / c)[..., None, :]
+        D = eye_kk * (c / wr)[..., None, :]
+        dc = -1.0 / phi - 2.0 * nu / (phi * phi)
+        return w, (G, D, (dc - c * dlogw) / wr)
 
     def _per_state(self, w, lam, cols):
         """Blocks w_k Lambda_k (x) I_cols of the regression coefficients of each state (Gamma = 0)."""
