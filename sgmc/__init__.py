@@ -15,8 +15,9 @@ estimator's ``init``/``estimate`` (:mod:`sgmc.samplers`, :mod:`sgmc.estimators`)
 from . import backends, diagnostics, estimators, models, optimize, samplers, ssm
 from ._array_api import array_namespace
 from .chains import DivergenceError
+from .executors import WorkerLostError
 from .optimize import ModeNotFoundWarning
-from .run import RunawayChainWarning, SamplingInterruptedWarning, resume, sample
+from .run import CheckpointWriteError, RunawayChainWarning, SamplingInterruptedWarning, resume, sample
 from .trace import Trace
 from .tuning import tune_step_size
 
@@ -26,6 +27,8 @@ __all__ = [
     "sample",
     "resume",
     "DivergenceError",
+    "WorkerLostError",
+    "CheckpointWriteError",
     "SamplingInterruptedWarning",
     "RunawayChainWarning",
     "ModeNotFoundWarning",
