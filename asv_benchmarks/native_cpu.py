@@ -288,6 +288,7 @@ def main(argv=None) -> int:
         tables["natives"] = {"columns": ["path", "compiled (CPU)", "twin (CPU)", "unit", "twin / compiled (CPU)",
                                          "twin / compiled (wall)"],
                              "rows": rows, "formats": [None, ".3g", ".3g", None, ".2f", ".2f"]}
+    out["threads_after"] = verify(CORES)  # again, now that Numba's and JAX's threads exist
     for name, t in tables.items():
         print(f"\n{name}\n| " + " | ".join(t["columns"]) + " |")
         for r in t["rows"]:
