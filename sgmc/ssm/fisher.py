@@ -19,14 +19,16 @@ thesis 3.107-3.111):
   -sum_b [D (dF / d psi_b) D]_{ab} with d Sigma / d psi_kl = -Sigma (e_k psi_l^T + psi_l e_k^T) Sigma,
   and is exact for the triangular factor (the thesis's "Gamma = psi" holds for m = 1);
 * the transition block, in the model's coordinates eta = log phi of the expanded means (Patterson
-  and Teh 2013): the thesis's per-observation D_phi = diag(phi) + nu_phi I with Gamma_phi = 1
-  (Eq. 3.43), carried to eta and weighted like the other blocks of row k:
-  D_eta = (phi + nu_phi) / (w_k phi^2); Gamma_eta differentiates both factors (w_k through the
-  stationary law, d pi = pi dPi (I - Pi + 1 pi^T)^{-1}). (The row sums
-  of phi are not identified by the likelihood; their posterior is the prior's, O(1), so phi_kj is
-  about Pi_kj times a number of order K, and w_k phi_kj about the count of k -> j transitions.) In
-  eta, phi cannot reach zero, so the absorption that nu_phi guards against in the thesis cannot
-  happen; nu_phi = 0 by default, and a positive value reproduces the thesis's diffusion.
+  and Teh 2013): the thesis's per-observation D_phi = diag(phi) with Gamma_phi = 1 (Eq. 3.43) is
+  D_eta = 1 / phi in eta, weighted like the other blocks of row k: D_eta = 1 / (w_k (phi + nu_phi)).
+  Gamma_eta differentiates both factors (w_k through the stationary law,
+  d pi = pi dPi (I - Pi + 1 pi^T)^{-1}). The row sums of phi are not identified by the likelihood
+  (their posterior is the prior's, O(1)), so phi_kj is about Pi_kj times a number of order K and
+  w_k phi_kj about the count of k -> j transitions. nu_phi plays the thesis's part, keeping the
+  sampler off phi = 0, but in eta it is added to phi in the metric, not to D_phi: added to D_phi it
+  would make D_eta = (phi + nu_phi) / phi^2 grow without bound as phi -> 0, and the Euler steps in
+  eta explode there (the tiny-posterior test shows it at nu_phi = 0); here D_eta <= 1 / (w_k nu_phi).
+  nu_phi = 0 is the thesis's metric exactly.
 
 Scale: w = T for the LGSSM (and the SLDS emission); for the switching models' per-state blocks,
 w = T pi_k with pi the stationary law of Pi (the expected number of visits to state k;
@@ -135,8 +137,9 @@ class SSMFisherMetric(Metric):
     Parameters
     ----------
     model : LGSSM, GaussianHMM, ARHMM or SLDS
-    nu_phi : float, default 0
-        Switching models: nu_phi of the thesis's expanded-mean preconditioner D_phi = diag(phi) + nu_phi I.
+    nu_phi : float, default 0.1
+        Switching models: added to the expanded means in the transition block's metric,
+        D_eta = 1 / (w_k (phi + nu_phi)) (0: the thesis's D_phi = diag(phi) exactly).
     occupancy : {"stationary", "none"}, default "stationary"
         Switching models: weight of state k's blocks, T pi_k (the complete-data Fisher information) or T
         (the thesis's Eqs. 3.44-3.45).
@@ -156,7 +159,7 @@ class SSMFisherMetric(Metric):
     array([[0., 2., 1.]])
     """
 
-    def __init__(self, model: Any, *, nu_phi: float = 0.0, occupancy: str = "stationary"):
+    def __init__(self, model: Any, *, nu_phi: float = 0.1, occupancy: str = "stationary"):
         kinds = [c.__name__ for c in type(model).__mro__ if c.__name__ in _KINDS]
         if not kinds:
             msg = f"`model` must be an LGSSM, a GaussianHMM, an ARHMM or an SLDS for SSMFisherMetric; got {type(model).__name__}"
@@ -223,11 +226,11 @@ class SSMFisherMetric(Metric):
         phi = xp.reshape(xp.exp(eta), lead + (K * K,))
         wr = xp.reshape(w[..., :, None] * xp.ones((K,), dtype=mdl.dtype, device=mdl.device), lead + (K * K,))
         nu = self.nu_phi
-        c = 1.0 / phi + nu / (phi * phi)                                          # D_eta w_k
+        c = 1.0 / (phi + nu)                                                      # D_eta w_k
         eye_kk = xp.eye(K * K, dtype=mdl.dtype, device=mdl.device)
         G = eye_kk * (wr / c)[..., None, :]
         D = eye_kk * (c / wr)[..., None, :]
-        dc = -1.0 / phi - 2.0 * nu / (phi * phi)
+        dc = -phi * c * c
         return w, (G, D, (dc - c * dlogw) / wr)
 
     def _per_state(self, w, lam, cols):
