@@ -264,9 +264,9 @@ def test_sgrld_samples_a_gaussian_hmm_posterior():
     truth = np.asarray(proto.unconstrain(HMMParams(np.array([[0.8, 0.2], [0.3, 0.7]]), np.array([[-1.5], [1.5]]), None)))
     _, y = proto.simulate(backends.default_rng(4), 30, truth)
     model = GaussianHMM(np.asarray(y), 2, emission_cov=1.0)
-    common = dict(chains=64, init=truth, rng=1, progress=False)
+    common = dict(chains=256, init=truth, rng=1, progress=False)
     ref = sgmc.sample(model, "mala", step_size=0.03, n_iter=3000, burn_in=500, **common)
-    run = sgmc.sample(model, "sgrld", "full", step_size=0.03, n_iter=3000, burn_in=500, **common)
+    run = sgmc.sample(model, "sgrld", "full", step_size=0.1, n_iter=3000, burn_in=500, **common)
 
     def features(d):        # Pi_00, Pi_11 (the expanded means' scale is not identified) and the means
         e = np.exp(d[..., :4])

@@ -27,7 +27,8 @@ thesis 3.107-3.111):
   w_k phi_kj about the count of k -> j transitions. nu_phi plays the thesis's part, keeping the
   sampler off phi = 0, but in eta it is added to phi in the metric, not to D_phi: added to D_phi it
   would make D_eta = (phi + nu_phi) / phi^2 grow without bound as phi -> 0, and the Euler steps in
-  eta explode there (the tiny-posterior test shows it at nu_phi = 0); here D_eta <= 1 / (w_k nu_phi).
+  eta explode there (SGRLD diverged at nu_phi = 0 on the small HMM posterior of the tests); here
+  D_eta <= 1 / (w_k nu_phi).
   nu_phi = 0 is the thesis's metric exactly.
 
 Scale: w = T for the LGSSM (and the SLDS emission); for the switching models' per-state blocks,
