@@ -262,7 +262,7 @@ def test_sgrld_samples_a_gaussian_hmm_posterior():
     """The expanded-mean and mean blocks with their Gamma: SGRLD against exact MALA on a small HMM."""
     proto = GaussianHMM(np.zeros((5, 1)), 2, emission_cov=1.0)
     truth = np.asarray(proto.unconstrain(HMMParams(np.array([[0.8, 0.2], [0.3, 0.7]]), np.array([[-1.5], [1.5]]), None)))
-    _, y = proto.simulate(backends.default_rng(4), 30, truth)
+    _, y = proto.simulate(backends.default_rng(4), 10, truth)
     model = GaussianHMM(np.asarray(y), 2, emission_cov=1.0)
     common = dict(chains=256, init=truth, rng=1, progress=False)
     ref = sgmc.sample(model, "mala", step_size=0.03, n_iter=3000, burn_in=500, **common)
