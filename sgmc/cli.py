@@ -868,10 +868,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.argv = list(sys.argv[1:] if argv is None else argv)
         command = _command_reproduce if args.command == "reproduce" else _command_run
         with progress_scope(False if args.no_progress else True):
-            return command(args)
+            code = command(args)
+        sys.stdout.flush()  # a reader that closed the pipe is found here, not in the interpreter's last flush
+        return code
     except SystemExit as exc:  # --help and --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     except KeyboardInterrupt:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _silence_stdout()
         print(f"\n{PROG}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
