@@ -81,6 +81,18 @@ class StepInfo(NamedTuple):
         return self.estimate.n_evals + own
 
 
+def noise_estimate_of(est_state, sampler: str):
+    """``est_state.v_hat``, or a TypeError naming the estimator that provides it."""
+    v = getattr(est_state, "v_hat", None)
+    if v is None:
+        msg = (
+            f"{sampler} needs an estimate of the gradient noise in the estimator state (est_state.v_hat); "
+            "use sgmc.estimators.MinibatchNoise (estimator='minibatch-noise')"
+        )
+        raise TypeError(msg)
+    return v
+
+
 def add_costs(first: Any, second: Any) -> Any:
     """Two estimator calls as one: ``n_evals`` added, the rest from the second call."""
     return second._replace(n_evals=first.n_evals + second.n_evals)

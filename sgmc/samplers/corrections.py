@@ -15,24 +15,12 @@ SGHMC's counterpart is :class:`~sgmc.samplers.SGHMC` with ``noise_estimate="mini
 from __future__ import annotations
 
 from .._array_api import array_namespace, device_of
-from .base import SamplerBase, StepInfo
+from .base import SamplerBase, StepInfo, noise_estimate_of
 from .hamiltonian import SGHMC, NoiseCorrectionError
 from .langevin import LangevinState
 from .metrics import matvec, sym_sqrt
 
 __all__ = ["VollmerSGLD", "SGHMCCorrected", "NoiseCorrectionError", "noise_estimate_of"]
-
-
-def noise_estimate_of(est_state, sampler: str):
-    """``est_state.v_hat``, or a TypeError naming the estimator that provides it."""
-    v = getattr(est_state, "v_hat", None)
-    if v is None:
-        msg = (
-            f"{sampler} needs an estimate of the gradient noise in the estimator state (est_state.v_hat); "
-            "use sgmc.estimators.MinibatchNoise (estimator='minibatch-noise')"
-        )
-        raise TypeError(msg)
-    return v
 
 
 class VollmerSGLD(SamplerBase):

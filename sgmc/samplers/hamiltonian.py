@@ -20,8 +20,9 @@ from typing import Any, NamedTuple
 
 from .._array_api import Array, array_namespace, device_of
 from .._validation import check_int, check_positive
-from .base import SamplerBase, StepInfo, _lambda_max, add_costs
+from .base import SamplerBase, StepInfo, _lambda_max, add_costs, noise_estimate_of
 from .integrators import drift, kick
+from .metrics import sym_sqrt
 
 __all__ = ["SGHMC", "SGNHT", "SGHMCState", "SGNHTState", "NoiseCorrectionError"]
 
@@ -95,9 +96,6 @@ class SGHMC(SamplerBase):
         C = self.friction
         v_hat = self.noise_estimate
         if isinstance(v_hat, str):
-            from .corrections import noise_estimate_of
-            from .metrics import sym_sqrt
-
             v_hat = noise_estimate_of(es, "SGHMC(noise_estimate='minibatch')")
             if v_hat.ndim == 3:
                 d = v_hat.shape[-1]

@@ -179,7 +179,7 @@ class GLMFisherMetric(Metric):
 
     Cost: G and Gamma at a position take one pass through the data (the weights, outer products and
     quadratic forms of every datum), reported as ``n_evals = N`` per chain and step. The linear
-    model's metric is constant: it is computed once, at the first use, and costs nothing per step.
+    model's metric is constant: it is computed once, when the metric is made, and costs nothing per step.
 
     Parameters
     ----------
@@ -208,15 +208,14 @@ class GLMFisherMetric(Metric):
         self.G = self.value
         self.grad = None
         self.n_evals = 0.0 if self.constant else float(model.n_data)
-        self._fixed = None  # the constant metric and its inverse, computed at the first use
-
-    def _constant(self) -> tuple[Array, Array]:
-        if self._fixed is None:
-            m = self.model
-            theta = m.zeros(1)
+        self._fixed = None
+        if self.constant:  # the metric and its inverse, computed once here (set-up, not per step)
+            theta = model.zeros(1)
             w, _ = self._weights(theta)
             g = self._assemble(theta, w)[0, ...]
-            self._fixed = (g, m.xp.linalg.inv(g))
+            self._fixed = (g, model.xp.linalg.inv(g))
+
+    def _constant(self) -> tuple[Array, Array]:
         return self._fixed
 
     def _weights(self, theta: Array) -> tuple[Array, Array]:
