@@ -266,3 +266,54 @@ def test_dask_specs_are_kept_per_run(reference):
         assert set(executors._WORKER_SPECS) == {"run-b"}
     finally:
         executors._WORKER_SPECS.clear()
+
+
+def _spec_for(X, y):
+    model = LogisticRegression(X, y)
+    smp = sgmc.samplers.make_sampler("sgld", model)
+    est = sgmc.estimators.make_estimator("minibatch", model, 30)
+    return executors.RunSpec(smp, est, [1e-4] * 40, list(range(40)), True, None, 100,
+                             sgmc.backends.get_backend("numpy"))
+
+
+def _mapped_data(token):
+    """In a worker: whether the cached spec's data is a view of a mapped file (no copy of its own)."""
+    import mmap as _mmap
+
+    spec = __import__("sgmc.executors").executors._WORKER_SPECS[token]
+    X = spec.estimator.model.X
+    base = X
+    while getattr(base, "base", None) is not None and not isinstance(base, (_mmap.mmap, memoryview)):
+        base = base.base
+    return isinstance(base, (_mmap.mmap, memoryview)) and not X.flags.owndata
+
+
+def test_local_dask_workers_map_the_data_file(reference, dask_client):
+    X, y = _data()
+    spec = _spec_for(X, y)
+    shared = executors._share_with_local_workers(spec, dask_client)
+    assert shared is not None and shared.path is not None and os.path.exists(shared.path)
+    try:
+        import pickle
+
+        rng = sgmc.backends.default_rng(SEED).spawn(1)[0]
+        task = pickle.dumps([executors.GroupTask(0, rng, np.zeros((2, DIM)))])
+        fut = dask_client.submit(executors._run_pickled, "mapped-run", shared, task, pure=False)
+        assert len(pickle.loads(fut.result())) == 1
+        held = dask_client.run(lambda: "mapped-run" in __import__("sgmc.executors").executors._WORKER_SPECS)
+        where = [w for w, has in held.items() if has]
+        assert len(where) == 1
+        assert dask_client.run(_mapped_data, "mapped-run", workers=where) == {where[0]: True}
+    finally:
+        dask_client.run(executors._forget_spec, "mapped-run")
+        executors._remove(shared.path)
+
+
+def test_dask_workers_that_cannot_see_the_file_get_the_pickle(monkeypatch, reference, dask_client):
+    X, y = _data()
+    # as a worker on another machine would: the file it is told of is not the one written here
+    monkeypatch.setattr(dask_client, "run", lambda fn, *a, **k: {"tcp://elsewhere:1": None})
+    before = set(os.listdir(__import__("tempfile").gettempdir()))
+    assert executors._share_with_local_workers(_spec_for(X, y), dask_client) is None
+    after = set(os.listdir(__import__("tempfile").gettempdir()))
+    assert not {f for f in after - before if f.startswith("sgmc-data-")}
