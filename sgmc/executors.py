@@ -9,10 +9,8 @@ on a Dask cluster (a ``distributed.Client`` or its ``get_executor()``, or ``"das
 this process).
 
 Data go to each worker once. On Dask the sampler, the estimator and the model they hold are
-scattered to every worker once and each group is one task: when every worker sees this machine's
-temporary file (a ``LocalCluster``), as a pickle whose arrays the workers map from that file, as on a
-process pool below; otherwise as one in-band pickle, so arrays arrive in aligned memory and round
-exactly as they do here. On a process pool the run's spec is
+scattered to every worker once (as one in-band pickle, so arrays arrive in aligned memory and
+round exactly as they do here) and each group is one task. On a process pool the run's spec is
 pickled once with its arrays out of band: the arrays are written to one temporary file (aligned,
 removed at the end) that every worker maps copy-on-write, so neither the parent nor a worker holds a
 second copy of the data, and each group is one task. Arrays that do not pickle out of band (torch
@@ -136,28 +134,14 @@ def _forget_spec(token: str) -> None:
         _WORKER_SPECS.pop(token, None)
 
 
-def _run_pickled(token: str, blob: Any, tasks_blob: bytes) -> bytes:
-    """Dask worker entry point: load the spec (once per run and worker) and the tasks, run them.
-
-    ``blob`` is an in-band pickle of the spec, or a :class:`SharedSpec` whose arrays the worker maps
-    from the file this machine's client wrote (workers on the client's machine only).
-    """
+def _run_pickled(token: str, blob: bytes, tasks_blob: bytes) -> bytes:
+    """Dask worker entry point: unpickle the spec (once per run and worker) and the tasks, run them."""
     with _WORKER_LOCK:
         spec = _WORKER_SPECS.get(token)
         if spec is None:
-            loaded = _load_shared(blob) if isinstance(blob, SharedSpec) else pickle.loads(blob)
-            spec = _WORKER_SPECS[token] = loaded
+            spec = _WORKER_SPECS[token] = pickle.loads(blob)
     out = _run_bundle(spec, pickle.loads(tasks_blob))
     return pickle.dumps(out, protocol=_PICKLE_PROTOCOL)
-
-
-def _file_id(path: str) -> tuple | None:
-    """(device, inode, size) of ``path`` as this process sees it, or None when it cannot see it."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size)
 
 
 # -- a run's spec for local processes: one pickle, its arrays in a file the workers map ---------------
@@ -421,12 +405,10 @@ def _run_on_dask(spec: RunSpec, tasks: list, client: Any, bar: Any, n_iter: int)
     token = uuid.uuid4().hex
     lost_errors = _dask_lost_errors()
     results: dict = {}
-    local = _share_with_local_workers(spec, client)
 
     def submit(group: list) -> dict:
         # the spec is scattered for each try: what the first one scattered may have died with its workers
-        payload = local if local is not None else pickle.dumps(spec, protocol=_PICKLE_PROTOCOL)
-        shared = client.scatter(payload, broadcast=True, hash=False)
+        shared = client.scatter(pickle.dumps(spec, protocol=_PICKLE_PROTOCOL), broadcast=True, hash=False)
         # in submission order (a list, not as_completed, which would need this client to be the default)
         futs = [(client.submit(_run_pickled, token, shared, pickle.dumps([t], protocol=_PICKLE_PROTOCOL),
                                pure=False), [t]) for t in group]
@@ -439,33 +421,9 @@ def _run_on_dask(spec: RunSpec, tasks: list, client: Any, bar: Any, n_iter: int)
             diverged, lost = _collect_dask(submit(again), results, bar, n_iter, lost_errors)
     finally:
         client.run(_forget_spec, token)
-        if local is not None:
-            _remove(local.path)
     _raise_diverged(diverged, results)
     _raise_lost(lost, results, "a Dask worker died (KilledWorker)")
     return results
-
-
-def _share_with_local_workers(spec: RunSpec, client: Any) -> SharedSpec | None:
-    """The spec with its arrays in a file every worker maps, when every worker sees that very file.
-
-    Workers of a ``LocalCluster`` (or any on this machine) then hold no copy of the data beyond the
-    shared pages, and this process none beyond its own arrays. Workers elsewhere (another machine,
-    another file system, a container that does not see the temporary folder) cannot see the file
-    (its device, inode and size differ or it is missing), and get the in-band pickle instead: None.
-    """
-    shared = _share(spec)
-    if shared.path is None:
-        return None
-    here = _file_id(shared.path)
-    try:
-        seen = client.run(_file_id, shared.path)
-    except Exception:  # noqa: BLE001 - any failure to ask the workers means: do not rely on the file
-        seen = {}
-    if not seen or any(v != here for v in seen.values()):
-        _remove(shared.path)
-        return None
-    return shared
 
 
 def _collect_dask(futures: dict, results: dict, bar: Any, n_iter: int, lost_errors: tuple) -> tuple:
