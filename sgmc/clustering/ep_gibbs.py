@@ -1,0 +1,213 @@
+"""EP approximate collapsed Gibbs sampling of cluster assignments (Aicher thesis, ch. 5, App. C.3).
+
+A collapsed Gibbs sampler draws ``z_i`` from ``p(z_i | z_-i) F(z_i)`` with the cluster parameters
+integrated out: ``F_k = int p(y_i | theta_k) p(theta_k | y_-i, z_-i) dtheta_k`` (thesis Eq. 5.1). When
+that integral is intractable, the sampler of Eq. 5.2 replaces the exact conditional posterior by an
+expectation-propagation approximation ``q_k(theta) = p_0(theta) prod_{j: z_j = k} f~_j(theta)``, an
+exponential family with one site term ``f~_j`` per datum. One site update (App. C.3, steps 2-6):
+
+1. cavity ``q_k / f~_i`` for the current cluster of ``i`` (natural parameters subtracted), ``q_k``
+   for every other cluster;
+2. ``F~_k = int p(y_i | theta) q_k^{(-i)}(theta) dtheta`` for every ``k`` (the model's job);
+3. ``z_i`` drawn from ``(n_{-i,k} + alpha) F~_k``: the symmetric Dirichlet(alpha) prior on the mixture
+   weights is collapsed exactly;
+4. the new site ``f~_i = proj[q_{z_i}^{(-i)} p(y_i | .)] / q_{z_i}^{(-i)}`` (moment matching);
+5. only the old and the new cluster approximations change.
+
+:func:`ep_sweep` does optional full EP passes without resampling, vectorised over all sites (parallel
+EP: every cavity from the current ``q``). A model supplies ``prior(K)``, ``log_predictive(cav, i)``
+(arrays with a leading cluster axis), ``tilted_site(cav, idx)`` (a leading site axis) and its
+data size ``n_data``; see :class:`~sgmc.clustering.timeseries.TimeSeriesClusterModel` and
+:class:`~sgmc.clustering.student_t.StudentTMixtureModel`. When every site is exactly in the family
+(Gaussian likelihoods under a normal-inverse-Wishart family, or independent time steps in the time
+series model), EP is exact and the sampler is the exact collapsed Gibbs sampler, which leaves
+``p(z | y)`` invariant; otherwise it targets the EP approximation of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .._array_api import Array, array_namespace
+from .._sampling import categorical
+from .._validation import check_int, check_positive
+
+__all__ = ["EPGibbsState", "ep_init", "ep_step", "ep_sweep", "ep_gibbs_sweep", "collapsed_log_prior",
+           "draw_from_logits", "check_assignments", "log_normaliser", "onehot"]
+
+
+class EPGibbsState(NamedTuple):
+    """Assignments, cluster counts, cluster approximations ``q`` and site terms, all arrays.
+
+    Attributes
+    ----------
+    z : int array (N,)
+    counts : float array (K,)
+    q : tuple of arrays, each (K, ...)
+        Natural parameters of every cluster approximation (prior plus its sites).
+    sites : tuple of arrays, each (N, ...)
+        Natural parameters of every site term.
+    """
+
+    z: Array
+    counts: Array
+    q: tuple
+    sites: tuple
+
+
+def check_assignments(xp: Any, z: Any, n: int, K: int, device: Any = None) -> Array:
+    """``z`` as an int64 array (n,) with values in ``0..K-1``, or a ``ValueError`` naming it."""
+    z = xp.asarray(z, device=device)
+    if z.ndim != 1 or z.shape[0] != n:
+        msg = f"`z` must be an integer array of shape ({n},), one cluster per datum; got shape {tuple(z.shape)}"
+        raise ValueError(msg)
+    if z.dtype not in (xp.int64, xp.int32, xp.int16, xp.int8, xp.uint8):
+        msg = f"`z` must hold integers; got dtype {z.dtype}"
+        raise TypeError(msg)
+    if n and (bool(xp.any(z < 0)) or bool(xp.any(z >= K))):
+        msg = f"`z` must hold cluster labels in 0..{K - 1} (K = {K}); got values outside"
+        raise ValueError(msg)
+    return xp.astype(z, xp.int64)
+
+
+def onehot(xp: Any, z: Array, K: int, dtype: Any) -> Array:
+    """Indicators (..., K) of labels ``z``."""
+    return xp.astype(z[..., None] == xp.arange(K, device=z.device), dtype)
+
+
+def collapsed_log_prior(xp: Any, counts: Array, alpha: float) -> Array:
+    """``log p(z_i = k | z_-i)`` up to a constant: ``log(n_{-i,k} + alpha)`` (Dirichlet(alpha) collapsed)."""
+    return xp.log(counts + alpha)
+
+
+def draw_from_logits(rng: Any, logits: Array) -> Array:
+    """One categorical draw (as a (1,) int64 array) from unnormalised log-probabilities (K,)."""
+    xp = array_namespace(logits)
+    w = xp.exp(logits - xp.max(logits))
+    u = rng.uniform((1,), dtype=logits.dtype)
+    return categorical(u, xp.cumulative_sum(w))
+
+
+def _scatter_sum(xp, z, K, sites):
+    """``sum_{j: z_j = k} site_j`` for every k, as a tuple of arrays (K, ...)."""
+    oh = onehot(xp, z, K, sites[0].dtype)  # (N, K)
+    out = []
+    for s in sites:
+        flat = xp.reshape(s, (s.shape[0], -1))
+        out.append(xp.reshape(xp.matrix_transpose(oh) @ flat, (K,) + tuple(s.shape[1:])))
+    return tuple(out)
+
+
+def _assemble(xp, model, z, K, sites):
+    prior = model.prior(K)
+    summed = _scatter_sum(xp, z, K, sites)
+    return tuple(p + s for p, s in zip(prior, summed))
+
+
+def ep_sweep(model: Any, state: EPGibbsState, damping: float = 1.0) -> EPGibbsState:
+    """One full (parallel) EP pass over all sites at fixed ``z``, vectorised over the sites.
+
+    Every site's cavity is its cluster's ``q`` with that site removed; all new sites are matched at
+    once and the cluster approximations rebuilt from the prior and the sites. ``damping`` in (0, 1]
+    mixes the new sites' natural parameters with the old ones.
+    """
+    damping = check_positive(damping, "damping")
+    if damping > 1.0:
+        msg = f"`damping` must be in (0, 1]; got {damping}"
+        raise ValueError(msg)
+    xp = array_namespace(state.z)
+    K = state.counts.shape[0]
+    cav = tuple(xp.take(q, state.z, axis=0) - s for q, s in zip(state.q, state.sites))
+    new = model.tilted_site(cav, xp.arange(state.z.shape[0], device=state.z.device))
+    sites = tuple(damping * n + (1.0 - damping) * s for n, s in zip(new, state.sites))
+    return state._replace(sites=sites, q=_assemble(xp, model, state.z, K, sites))
+
+
+def ep_init(model: Any, z: Any, K: int, passes: int = 1) -> EPGibbsState:
+    """EP state for assignments ``z``: sites from ``passes`` parallel EP passes starting at the prior.
+
+    Parameters
+    ----------
+    model : clustering model
+        :class:`~sgmc.clustering.timeseries.TimeSeriesClusterModel` or
+        :class:`~sgmc.clustering.student_t.StudentTMixtureModel`.
+    z : int array (N,)
+        Initial cluster labels in ``0..K-1``.
+    K : int
+        Number of clusters, at least 1.
+    passes : int
+        Parallel EP passes (at least 1).
+    """
+    K = check_int(K, "K", minimum=1)
+    passes = check_int(passes, "passes", minimum=1)
+    xp = model.xp
+    z = check_assignments(xp, z, model.n_data, K, device=model.device)
+    prior = model.prior(K)
+    sites = tuple(xp.zeros((model.n_data,) + tuple(p.shape[1:]), dtype=p.dtype, device=model.device) for p in prior)
+    counts = xp.sum(onehot(xp, z, K, prior[0].dtype), axis=0)
+    state = EPGibbsState(z, counts, _assemble(xp, model, z, K, sites), sites)
+    for _ in range(passes):
+        state = ep_sweep(model, state)
+    return state
+
+
+def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float) -> tuple[EPGibbsState, Array]:
+    """Resample ``z_i`` by the EP approximate collapsed conditional and update its site (steps 1-5).
+
+    Returns the new state and the log conditional probabilities (K,) the draw used (normalised).
+    """
+    xp = array_namespace(state.z)
+    K = state.counts.shape[0]
+    dtype = state.counts.dtype
+    old = state.z[i : i + 1]
+    e_old = onehot(xp, old, K, dtype)  # (1, K)
+    cav = tuple(q - xp.reshape(e_old, (K,) + (1,) * (q.ndim - 1)) * s[i : i + 1] for q, s in zip(state.q, state.sites))
+    counts = state.counts - e_old[0]
+    logits = collapsed_log_prior(xp, counts, alpha) + model.log_predictive(cav, i)
+    new = draw_from_logits(rng, logits)
+    cav_new = tuple(xp.take(c, new, axis=0) for c in cav)
+    site = model.tilted_site(cav_new, xp.asarray([i], device=state.z.device))
+    e_new = onehot(xp, new, K, dtype)
+    q = tuple(c + xp.reshape(e_new, (K,) + (1,) * (c.ndim - 1)) * s for c, s in zip(cav, site))
+    sel = xp.reshape(xp.arange(state.z.shape[0], device=state.z.device) == i, (-1,))
+    sites = tuple(xp.where(xp.reshape(sel, (-1,) + (1,) * (s.ndim - 1)), n, s) for s, n in zip(state.sites, site))
+    z = xp.where(sel, new, state.z)
+    return EPGibbsState(z, counts + e_new[0], q, sites), logits - log_normaliser(xp, logits)
+
+
+def ep_gibbs_sweep(rng: Any, model: Any, state: EPGibbsState, alpha: float = 1.0, *,
+                   full_ep: int = 0, order: Any = None) -> EPGibbsState:
+    """One Gibbs sweep over all sites (steps 1-5 each), then ``full_ep`` parallel EP passes (step 6).
+
+    Parameters
+    ----------
+    rng : backend generator
+        From :func:`sgmc.backends.default_rng`.
+    model : clustering model
+    state : EPGibbsState
+    alpha : float
+        Concentration of the symmetric Dirichlet prior on the mixture weights (each component), > 0.
+    full_ep : int
+        Number of full EP passes without resampling after the sweep (the thesis found 0 sufficient).
+    order : sequence of int, optional
+        Site order (default ``0..N-1``).
+
+    Returns
+    -------
+    EPGibbsState
+    """
+    alpha = check_positive(alpha, "alpha")
+    full_ep = check_int(full_ep, "full_ep", minimum=0)
+    n = state.z.shape[0]
+    for i in (range(n) if order is None else order):
+        state, _ = ep_step(rng, model, state, int(i), alpha)
+    for _ in range(full_ep):
+        state = ep_sweep(model, state)
+    return state
+
+
+def log_normaliser(xp: Any, logits: Array) -> Array:
+    """``log sum exp`` of a 1-D array."""
+    m = xp.max(logits)
+    return m + xp.log(xp.sum(xp.exp(logits - m)))
+

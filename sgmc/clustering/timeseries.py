@@ -1,0 +1,238 @@
+"""Correlated time series clustering (Ren et al. 2017; Aicher thesis 5.3.2, App. C.2) under EP.
+
+Series ``i`` follows ``x_{i,t} = a_i x_{i,t-1} + lambda_i eta_{z_i,t} + N(0, sigma_x^2)``,
+``y_{i,t} = x_{i,t} + N(0, sigma_{y,i}^2)`` (Eq. 5.9, with C.18's ``x_{i,t-1}`` typo corrected),
+``x_{i,0} ~ N(0, p0_i)``, and each cluster has a latent factor ``eta_{k,t} ~ N(0, 1)`` that
+correlates its series. EP approximates ``p(eta_k | y, z)`` by a diagonal Gaussian over ``t``
+(Eq. C.15), stored as natural parameters (precision ``P``, precision times mean ``h``), arrays (K, T).
+
+* The approximate collapsed term ``F~_k`` (Eq. 5.12) is a scalar Kalman filter whose predict step
+  integrates the cavity of ``eta_{k,t}``: mean ``a mu + lambda m_t``, variance
+  ``a^2 sigma^2 + sigma_x^2 + lambda^2 v_t`` (Eq. C.19), O(T) per cluster and vectorised over clusters.
+* The tilted marginals of ``eta_{k,t}`` (Eq. C.20) come from the same filter and an RTS smoother
+  over ``x``: ``eta_t`` is independent of everything else given ``(x_{t-1}, x_t)``, so its
+  tilted mean and variance follow from the smoothed pair by conditioning
+  ``x_t - a x_{t-1} = lambda eta_t + N(0, sigma_x^2)`` on the cavity prior ``N(m_t, v_t)``.
+  The new site is the matched Gaussian divided by the cavity (precisions subtracted).
+
+With ``v_t = 0`` and ``m_t = eta_{k,t}`` the same filter is the naive sampler's likelihood (Eq. C.8).
+
+>>> import numpy as np
+>>> from sgmc.clustering import TimeSeriesClusterModel
+>>> y = np.zeros((3, 5))
+>>> model = TimeSeriesClusterModel(y, a=0.9, lam=1.0, sigma_x2=0.01, sigma_y2=1.0)
+>>> P, h = model.prior(2)
+>>> model.log_predictive((P, h), 0).shape
+(2,)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of, float_dtype
+
+__all__ = ["TimeSeriesClusterModel", "scalar_filter", "eta_moments", "simulate_timeseries"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def _per_series(xp, value, name, n, dtype, device, positive=True):
+    """A scalar or (n,) parameter as an (n,) array, checked finite (and positive where required)."""
+    arr = xp.asarray(value, dtype=dtype, device=device)
+    if arr.ndim == 0:
+        arr = xp.full((n,), arr, dtype=dtype, device=device)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        msg = f"`{name}` must be a scalar or an array of shape ({n},), one value per series; got shape {tuple(arr.shape)}"
+        raise ValueError(msg)
+    if not bool(xp.all(xp.isfinite(arr))):
+        msg = f"`{name}` must be finite"
+        raise ValueError(msg)
+    if positive and not bool(xp.all(arr > 0)):
+        msg = f"`{name}` must be positive; got a value <= 0"
+        raise ValueError(msg)
+    return arr
+
+
+def scalar_filter(xp: Any, y: Array, a: Array, lam: Array, sx2: Array, sy2: Array, p0: Array,
+                  eta_mean: Array, eta_var: Array, keep: bool = False):
+    """Kalman filter of ``x_t = a x_{t-1} + lam eta_t + N(0, sx2)``, ``y_t = x_t + N(0, sy2)``,
+    with ``eta_t ~ N(eta_mean_t, eta_var_t)`` integrated out (Eq. C.19), batched over a leading axis.
+
+    Parameters
+    ----------
+    y, eta_mean, eta_var : arrays (B, T)
+    a, lam, sx2, sy2, p0 : arrays (B,)
+    keep : bool
+        Also return the filtered and predicted moments.
+
+    Returns
+    -------
+    ll : array (B,)
+        ``log p(y_1..T)``.
+    moments : tuple (mf, Pf, mp, Pp), arrays (B, T + 1) for filtered (index 0 is ``x_0``) and
+        (B, T) for predicted, only when ``keep``.
+    """
+    B, T = y.shape
+    mf = xp.zeros_like(p0)
+    Pf = p0
+    ll = xp.zeros_like(p0)
+    a2, lam2 = a * a, lam * lam
+    keep_mf, keep_Pf, keep_mp, keep_Pp = [mf], [Pf], [], []
+    for t in range(T):
+        mp = a * mf + lam * eta_mean[:, t]
+        Pp = a2 * Pf + sx2 + lam2 * eta_var[:, t]
+        S = Pp + sy2
+        v = y[:, t] - mp
+        ll = ll - 0.5 * (_LOG_2PI + xp.log(S) + v * v / S)
+        K = Pp / S
+        mf = mp + K * v
+        Pf = Pp * sy2 / S
+        if keep:
+            keep_mp.append(mp)
+            keep_Pp.append(Pp)
+            keep_mf.append(mf)
+            keep_Pf.append(Pf)
+    if not keep:
+        return ll, None
+    st = lambda lst: xp.stack(lst, axis=1)  # noqa: E731
+    return ll, (st(keep_mf), st(keep_Pf), st(keep_mp), st(keep_Pp))
+
+
+def eta_moments(xp: Any, y: Array, a: Array, lam: Array, sx2: Array, sy2: Array, p0: Array,
+                eta_mean: Array, eta_var: Array):
+    """Tilted marginal means and variances of ``eta_t`` (Eq. C.20), arrays (B, T), and ``log F~`` (B,).
+
+    Arguments as :func:`scalar_filter`. The RTS smoother of the filter with ``eta`` integrated gives
+    the smoothed pairs ``(x_{t-1}, x_t)``; ``eta_t`` given the pair is Gaussian with precision
+    ``1/v_t + lam^2/sx2`` and mean ``(m_t/v_t + lam d_t/sx2)/precision``, ``d_t = x_t - a x_{t-1}``.
+    """
+    ll, (mf, Pf, mp, Pp) = scalar_filter(xp, y, a, lam, sx2, sy2, p0, eta_mean, eta_var, keep=True)
+    T = y.shape[1]
+    ms, Ps = mf[:, T], Pf[:, T]
+    d_mean, d_var = [], []
+    for t in range(T, 0, -1):  # pair (x_{t-1}, x_t); predicted index t-1 is x_t's prediction
+        J = Pf[:, t - 1] * a / Pp[:, t - 1]
+        ms_prev = mf[:, t - 1] + J * (ms - mp[:, t - 1])
+        Ps_prev = Pf[:, t - 1] + J * J * (Ps - Pp[:, t - 1])
+        cross = J * Ps
+        d_mean.append(ms - a * ms_prev)
+        d_var.append(Ps + a * a * Ps_prev - 2.0 * a * cross)
+        ms, Ps = ms_prev, Ps_prev
+    d_mean = xp.stack(d_mean[::-1], axis=1)
+    d_var = xp.stack(d_var[::-1], axis=1)
+    prec = 1.0 / eta_var + (lam * lam / sx2)[:, None]
+    gain = (lam / sx2)[:, None] / prec
+    mean = (eta_mean / eta_var) / prec + gain * d_mean
+    var = 1.0 / prec + gain * gain * d_var
+    return mean, var, ll
+
+
+class TimeSeriesClusterModel:
+    """The correlated time series clustering model with its parameters fixed, for the samplers.
+
+    Parameters
+    ----------
+    y : array (N, T)
+        One series per row.
+    a, lam : float or array (N,)
+        Autoregression ``a_i`` and factor loading ``lambda_i`` of each series.
+    sigma_x2 : float or array (N,)
+        Idiosyncratic state noise variance (> 0).
+    sigma_y2 : float or array (N,)
+        Observation noise variance (> 0).
+    p0 : float or array (N,)
+        Variance of ``x_{i,0}`` (> 0; mean 0).
+
+    Notes
+    -----
+    The thesis also resamples ``a, lambda, sigma_x^2, sigma_y^2`` by Ren et al.'s (2017) steps,
+    which its documents do not give; here they are fixed and given.
+    """
+
+    def __init__(self, y: Array, a: Any = 0.95, lam: Any = 1.0, sigma_x2: Any = 0.01, sigma_y2: Any = 1.0,
+                 p0: Any = 1.0):
+        xp = array_namespace(y)
+        if getattr(y, "ndim", None) != 2:
+            msg = f"`y` must be a 2-D array (N series, T times); got shape {tuple(getattr(y, 'shape', ()))}"
+            raise ValueError(msg)
+        dtype = float_dtype(xp, y, names=("y",))
+        y = as_float_array(xp, y, dtype, "y")
+        check_finite(xp, y, "y")
+        N, T = y.shape
+        if N < 1 or T < 1:
+            msg = f"`y` must have at least one series and one time; got shape {(N, T)}"
+            raise ValueError(msg)
+        dev = device_of(y)
+        self.xp, self.device, self.dtype = xp, dev, dtype
+        self.y = y
+        self.n_data, self.T = N, T
+        self.a = _per_series(xp, a, "a", N, dtype, dev, positive=False)
+        self.lam = _per_series(xp, lam, "lam", N, dtype, dev, positive=False)
+        self.sigma_x2 = _per_series(xp, sigma_x2, "sigma_x2", N, dtype, dev)
+        self.sigma_y2 = _per_series(xp, sigma_y2, "sigma_y2", N, dtype, dev)
+        self.p0 = _per_series(xp, p0, "p0", N, dtype, dev)
+
+    def _rows(self, idx):
+        xp = self.xp
+        return tuple(xp.take(v, idx, axis=0) for v in (self.y, self.a, self.lam, self.sigma_x2, self.sigma_y2, self.p0))
+
+    def prior(self, K: int) -> tuple:
+        """Natural parameters ``(P, h)`` of the prior ``eta_{k,t} ~ N(0, 1)``, arrays (K, T)."""
+        xp = self.xp
+        shape = (K, self.T)
+        return (xp.ones(shape, dtype=self.dtype, device=self.device), xp.zeros(shape, dtype=self.dtype, device=self.device))
+
+    def log_predictive(self, cav: tuple, i: int) -> Array:
+        """``log F~_k`` for series ``i`` under each cluster's cavity ``(P, h)`` (K, T): array (K,)."""
+        xp = self.xp
+        P, h = cav
+        K = P.shape[0]
+        idx = xp.full((K,), i, dtype=xp.int64, device=self.device)
+        y, a, lam, sx2, sy2, p0 = self._rows(idx)
+        ll, _ = scalar_filter(xp, y, a, lam, sx2, sy2, p0, h / P, 1.0 / P)
+        return ll
+
+    def tilted_site(self, cav: tuple, idx: Array) -> tuple:
+        """New sites ``(P, h)`` (B, T) of series ``idx`` (B,) by moment matching against cavities (B, T)."""
+        xp = self.xp
+        P, h = cav
+        y, a, lam, sx2, sy2, p0 = self._rows(idx)
+        mean, var, _ = eta_moments(xp, y, a, lam, sx2, sy2, p0, h / P, 1.0 / P)
+        site_P = xp.clip(1.0 / var - P, min=0.0)
+        site_h = mean / var - h
+        return site_P, site_h
+
+    def naive_log_lik(self, eta: Array) -> Array:
+        """``log p(y_i | z_i = k, eta)`` for every series and cluster (Eq. C.5): array (N, K)."""
+        xp = self.xp
+        K = eta.shape[0]
+        N = self.n_data
+        rep = lambda v: xp.reshape(xp.broadcast_to(v[:, None], (N, K)), (-1,))  # noqa: E731
+        y = xp.reshape(xp.broadcast_to(self.y[:, None, :], (N, K, self.T)), (N * K, self.T))
+        em = xp.reshape(xp.broadcast_to(eta[None, :, :], (N, K, self.T)), (N * K, self.T))
+        ll, _ = scalar_filter(xp, y, rep(self.a), rep(self.lam), rep(self.sigma_x2), rep(self.sigma_y2),
+                              rep(self.p0), em, xp.zeros_like(em))
+        return xp.reshape(ll, (N, K))
+
+
+def simulate_timeseries(rng: Any, z: Array, T: int, K: int, a: Any = 0.95, lam: Any = 1.0, sigma_x2: float = 0.01,
+                        sigma_y2: float = 1.0, p0: float = 1.0):
+    """Draw ``(y, x, eta)`` from the model for assignments ``z`` (N,): arrays (N, T), (N, T + 1), (K, T)."""
+    xp = array_namespace(z)
+    N = z.shape[0]
+    dtype = xp.float64
+    dev = device_of(z)
+    a = _per_series(xp, a, "a", N, dtype, dev, positive=False)
+    lam = _per_series(xp, lam, "lam", N, dtype, dev, positive=False)
+    eta = rng.normal((K, T), dtype=dtype)
+    ex = rng.normal((N, T + 1), dtype=dtype)
+    ey = rng.normal((N, T), dtype=dtype)
+    eta_i = xp.take(eta, z, axis=0)
+    xs = [math.sqrt(p0) * ex[:, 0]]
+    for t in range(T):
+        xs.append(a * xs[-1] + lam * eta_i[:, t] + math.sqrt(sigma_x2) * ex[:, t + 1])
+    x = xp.stack(xs, axis=1)
+    y = x[:, 1:] + math.sqrt(sigma_y2) * ey
+    return y, x, eta
