@@ -31,11 +31,13 @@ from typing import Any, Callable
 
 from . import _checkpoint, backends
 from ._array_api import as_float_array, check_finite, is_array
+from ._param_names import model_param_names
 from ._progress import progress_bar, progress_scope, wants_progress
 from ._validation import check_choice, check_int
 from .chains import ChainsResult, DivergenceError, run_chains, step_stats
 from .diagnostics.runaway import RunawayChainWarning, warn_if_runaway
 from .estimators import FullGradient, SupportsPrepare, make_estimator
+from .adapt import adapt_step_size, parse_auto
 from .executors import GroupTask, RunSpec, WorkerLostError, check_executor, run_groups
 from .models.base import check_compatible, check_target, require
 from .samplers import make_sampler, step_sizes
@@ -295,7 +297,8 @@ def sample(
     elif checkpoint_every is not None:
         msg = "`checkpoint_every` needs `checkpoint=PATH`, the file the checkpoints are written to"
         raise ValueError(msg)
-    hs = step_sizes(step_size, n_iter)
+    auto = parse_auto(step_size, burn_in, n_iter)  # step_size='auto': adapted during burn-in (sgmc.adapt)
+    hs = step_sizes(step_size, n_iter) if auto is None else None
 
     smp = make_sampler(sampler, model, **(sampler_options or {}))
     est = _estimator_for(smp, estimator, model, batch_size, dict(estimator_options or {}))
@@ -317,13 +320,18 @@ def sample(
     setup_evals += float(est.init_cost)
     setup_time = time.perf_counter() - t_setup
 
+    settings = {"n_iter": n_iter, "burn_in": burn_in, "thin": thin, "chains": chains}
+    if auto is not None:  # the burn-in chooses the step; the run goes on from the adapted chains
+        run_rng, adapt_rng = run_rng.spawn(2)
+        adapted = adapt_step_size(auto, model, smp, est, adapt_rng, position, burn_in)
+        position, settings["step_size_auto"] = adapted.state.position, adapted.info
+        hs, kept = [adapted.step_size] * (n_iter - burn_in), [k - burn_in for k in kept]
     bounds = _groups(chains, group_size)
     streams = run_rng.spawn(len(bounds))
     tasks = [GroupTask(g, streams[g], position[a:b, :]) for g, (a, b) in enumerate(bounds)]
     score = model.grad_log_posterior if store_grads == "full" else None
     spec = RunSpec(smp, est, hs, kept, store_grads, score, check_every, backend)
-    job = _Job(model, spec, tasks, bounds, setup_time, setup_evals,
-               {"n_iter": n_iter, "burn_in": burn_in, "thin": thin, "chains": chains},
+    job = _Job(model, spec, tasks, bounds, setup_time, setup_evals, settings,
                path=checkpoint, every=checkpoint_every or 0)
     job.max_time = max_time
     return _execute(job, executor, progress, callback)
@@ -698,6 +706,7 @@ def _assemble(job: _Job, results: list, interrupted: bool = False) -> Trace:
         stats.setdefault(key, hx.zeros((n_chains, n_done), dtype=hx.float64))
     n_data = max(int(model.n_data), 1)
     stats["data_passes"] = hx.cumulative_sum(stats["n_evals"], axis=1) / n_data
+    stats["data_passes"] += job.settings.get("step_size_auto", {}).get("data_passes", 0.0)
     info = {
         "sampler": smp.name,
         "estimator": est.name,
@@ -722,7 +731,8 @@ def _assemble(job: _Job, results: list, interrupted: bool = False) -> Trace:
     for key in stats:
         if key not in ("step_size", "n_evals", "batch_size", "data_passes", "wall_time", "accepted", "accept_prob"):
             info[key] = stats[key][:, -1].tolist() if n_done else [float("nan")] * n_chains
-    return Trace(draws=draws, grads=grads, iterations=kept, stats=stats, info=info)
+    return Trace(draws=draws, grads=grads, iterations=kept, stats=stats, info=info,
+                 param_names=model_param_names(model))
 
 
 def _progress_bar(progress, total, desc):

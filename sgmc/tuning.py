@@ -23,12 +23,10 @@ from ._progress import progress_bar
 from ._validation import check_int
 from .diagnostics.ess import ess
 from .diagnostics.ksd import ksd
-from .models.base import IIDData, check_target, provides
-from .optimize import curvature_bound, negative_hessian
+from ._stepgrid import _sampler_grid, default_grid
+from .models.base import check_target
 from .run import sample
 from .samplers import NoiseCorrectionError
-from .ssm.base import StateSpaceModel
-from .ssm.stepsize import step_unit as ssm_step_unit
 from .trace import Trace
 
 __all__ = ["tune_step_size", "TuningResult", "default_grid"]
@@ -82,84 +80,6 @@ class TuningResult:
         if self.at_edge:
             lines.append("best step size is at the edge of the grid: extend the grid beyond it")
         return "\n".join(lines)
-
-
-def default_grid(model: Any, sampler: Any = None, *, estimator: Any = None, position: Any = None,
-                 rng: Any = None) -> list[float]:
-    """The grid :func:`tune_step_size` uses when none is given.
-
-    For a sampler whose step size is on its own scale (pSGLD, SGRLD, SGRHMC, the recipe sampler, the
-    momentum samplers: those that define ``step_unit``), eleven half-decades from 1e-4 to 10 times its
-    unit ``sampler.step_unit(model, H, position, estimator)``, with H the negative Hessian of log pi at
-    ``position`` (exact per-datum Hessians where the model has them) or the curvature bound M.
-    Otherwise (SGLD, ULA, MALA, and every sampler when ``sampler`` is None) as follows.
-
-    With a curvature bound M from the model (``lipschitz_constant()``, or the sum of the per-datum
-    ``lipschitz()`` constants plus ``prior_lipschitz()``), eleven half-decade steps from 1e-4 / M to
-    10 / M. SGLD with exact gradients is stable for h < 4 / lambda_max (review section 2.5); M is exact
-    for Gaussian targets, where the top point diverges (cheaply: the run stops at the first
-    divergence check) and 10^0.5 / M is the largest stable one, but summed per-datum bounds
-    overestimate lambda_max by up to a factor of the dimension, so the grid reaches past 4 / M. The
-    bottom explores 10^4 times more slowly than 1 / M. For a state space model
-    (:class:`sgmc.ssm.StateSpaceModel`), nine half-decades from 1e-3 to 10 times its step unit
-    :func:`sgmc.ssm.stepsize.step_unit` at ``position`` (about ``1 / (T lambda_max(I_1))``, with ``I_1``
-    the Fisher information per time step). Without a bound, the decades 1e-8, ..., 1e-1.
-
-    Examples
-    --------
-    >>> from sgmc.models import GaussianTarget
-    >>> from sgmc.tuning import default_grid
-    >>> [float(f"{h:.3g}") for h in default_grid(GaussianTarget.review_example())][::2]   # M = 1
-    [0.0001, 0.001, 0.01, 0.1, 1.0, 10.0]
-    """
-    bounded = provides(model, "lipschitz_constant") or provides(model, "lipschitz")
-    smp = None
-    if sampler is not None:
-        from .samplers import SamplerBase, make_sampler
-
-        smp = make_sampler(sampler, model)
-        if not isinstance(smp, SamplerBase) or type(smp).step_unit is SamplerBase.step_unit:
-            smp = None
-    if smp is not None:
-        xp = model.xp
-        if position is None:
-            position = model.zeros(1)[0, ...]
-        if provides(model, "hess_log_lik") and isinstance(model, IIDData) and model.n_data > 0:
-            curvature = negative_hessian(model, xp.reshape(position, (-1,)))
-        elif bounded:
-            curvature = curvature_bound(model)
-        else:
-            curvature = None
-        if curvature is not None:
-            unit = float(smp.step_unit(model, curvature, position, estimator, rng))
-            return [10.0 ** (k / 2.0) * unit for k in range(-8, 3)]
-    if smp is None and isinstance(model, StateSpaceModel):  # no per-datum bound: its step unit
-        unit = ssm_step_unit(model, position, rng)
-        return [10.0 ** (k / 2.0) * unit for k in range(-6, 3)]
-    if not bounded:
-        return [10.0**k for k in range(-8, 0)]
-    m = curvature_bound(model)
-    return [10.0 ** (k / 2.0) / m for k in range(-8, 3)]
-
-
-def _sampler_grid(model, sampler, estimator, batch_size, init, rng, sampler_options, estimator_options):
-    """:func:`default_grid` for the sampler and estimator of a tuning run, at the first chain's start."""
-    from .estimators import SupportsPrepare, make_estimator
-    from .samplers import PSGLD, make_sampler
-
-    smp = make_sampler(sampler, model, **(sampler_options or {}))
-    est = None
-    position = None
-    if init is not None:
-        xp = model.xp
-        position = xp.reshape(backends.asarray(init, backend=backends.get_backend(xp), dtype=model.dtype,
-                                               device=model.device), (-1, model.dim))[0, ...]
-    if isinstance(smp, PSGLD):
-        est = make_estimator(estimator, model, batch_size, **(estimator_options or {}))
-        start = model.zeros(1) if position is None else model.xp.reshape(position, (1, -1))
-        if isinstance(est, SupportsPrepare):
-            est = est.prepare(rng, start).estimator
-    return default_grid(model, smp, estimator=est, position=position, rng=rng)
 
 
 def _beyond_edge(table: list) -> float | None:
