@@ -28,6 +28,7 @@ from typing import Any
 
 from ._codec import Encoder, NotStorable
 from ._decode import Decoder, MissingObject
+from ._param_names import model_param_names
 from ._safefile import array_digest, read_container, write_container
 
 __all__ = ["RunFile", "prepare", "write", "read", "NotStorable", "FORMAT", "VERSION"]
@@ -60,6 +61,9 @@ def _check_info(role: str, obj: Any) -> dict:
             value = getattr(obj, key, None)
             if isinstance(value, int):
                 info[key] = value
+        names = model_param_names(obj)  # plain strings, kept as data: the resumed trace's names
+        if names is not None and all(isinstance(n, str) for n in names):
+            info["param_names"] = list(names)
     return info
 
 
@@ -192,3 +196,8 @@ def _check_supplied(where: str, roles: dict, checks: dict) -> None:
                 msg = (f"`{role}` does not match the checkpoint {where!r}: its {key} is "
                        f"{getattr(obj, key, None)!r}, the run's was {check[key]!r} (a {check.get('type')})")
                 raise ValueError(msg)
+        names = model_param_names(obj) if role == "model" else None
+        if "param_names" in check and names is not None and list(names) != check["param_names"]:
+            msg = (f"`{role}` does not match the checkpoint {where!r}: its param_names are {list(names)[:8]!r}, "
+                   f"the run's were {check['param_names'][:8]!r}")
+            raise ValueError(msg)

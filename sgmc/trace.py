@@ -4,7 +4,8 @@ A :class:`Trace` keeps draws in the backend they were produced on (``(chains, dr
 gradient paired with each draw when asked (kernel Stein discrepancy needs them), and host-side
 statistics of every iteration taken from what the sampler's steps reported: the step size, and per
 chain the gradient evaluations, batch size, cumulative data passes, wall time, and the sampler's own
-quantities (acceptance, thermostat). Saving and loading (``.npz``, NumPy on the host) is an I/O edge:
+quantities (acceptance, thermostat). Each coordinate has a name (``param_names``, from the model),
+which the summary table, the ArviZ export, the plots and saved files use. Saving and loading (``.npz``, NumPy on the host) is an I/O edge:
 the file holds arrays, the settings as JSON and a SHA-256 of every array, is read without pickle,
 and a damaged file raises instead of loading.
 """
@@ -20,6 +21,7 @@ import numpy as np
 from . import backends
 from ._array_api import Array, array_namespace
 from ._atomic import atomic_write
+from ._param_names import check_param_names
 from ._safefile import array_digest
 
 __all__ = ["Trace"]
@@ -49,6 +51,15 @@ class Trace:
     info : dict
         Run settings and summaries: sampler, estimator, n_iter, burn_in, thin, the chain groups,
         set-up cost, and per-chain summaries (MALA's acceptance rate, SGNHT's final thermostat).
+    param_names : tuple of str
+        Names of the ``dim`` coordinates: the model's ``param_names`` for a run of
+        :func:`sgmc.sample`, ``theta[0]``, ``theta[1]``, ... when none are given.
+
+    Raises
+    ------
+    ValueError
+        Naming ``param_names`` and the expected length when it does not hold one distinct name per
+        coordinate.
     """
 
     draws: Array
@@ -56,6 +67,10 @@ class Trace:
     iterations: list = field(default_factory=list)
     stats: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)
+    param_names: Any = None
+
+    def __post_init__(self) -> None:
+        self.param_names = check_param_names(self.param_names, int(self.draws.shape[-1]))
 
     # -- shape helpers ---------------------------------------------------------------------------
     @property
@@ -102,19 +117,49 @@ class Trace:
         return f"Trace(sampler={s!r}, estimator={e!r}, chains={self.n_chains}, draws={self.n_draws}, dim={self.dim})"
 
     def summary(self, prob: float = 0.89, names: Any = None):
-        """The diagnostics table ArviZ users know, one row per coordinate.
+        """The diagnostics table ArviZ users know, one row per coordinate, named by :attr:`param_names`.
 
         Columns ``mean``, ``sd``, ``hdi89_lb``/``hdi89_ub``, ``mcse_mean``, ``mcse_sd``, ``ess_bulk``,
         ``ess_tail``, ``r_hat``, computed by :func:`sgmc.diagnostics.summary` (equal to arviz-stats'
-        values). ``prob`` is the HDI mass; ``names`` the variable names.
+        values). ``prob`` is the HDI mass; ``names`` replaces the row names (default
+        :attr:`param_names`).
         """
         from .diagnostics.summary import summary
 
-        return summary(self.draws, prob=prob, names=names)
+        return summary(self.draws, prob=prob, names=self.param_names if names is None else names)
+
+    def index(self, param: Any) -> int:
+        """The coordinate of ``param``: a name of :attr:`param_names` or an integer in ``[0, dim)``.
+
+        Raises
+        ------
+        ValueError
+            Naming ``param``, for an unknown name (with the names there are) or an index out of range.
+        """
+        if isinstance(param, str):
+            if param in self.param_names:
+                return self.param_names.index(param)
+            shown = ", ".join(repr(n) for n in self.param_names[:8]) + (", ..." if self.dim > 8 else "")
+            msg = f"`param` {param!r} is not a parameter of this trace; its param_names are {shown}"
+            raise ValueError(msg)
+        try:
+            j = int(param) if not isinstance(param, bool) and int(param) == param else None
+        except (TypeError, ValueError):
+            j = None
+        if j is None or not 0 <= j < self.dim:
+            msg = f"`param` must be a name of param_names or an index in [0, {self.dim - 1}]; got {param!r}"
+            raise ValueError(msg)
+        return j
 
     # -- export ----------------------------------------------------------------------------------
-    def to_arviz(self, var_name: str = "theta"):
+    def to_arviz(self, var_name: str = "theta", *, split: bool = False):
         """Return an ArviZ ``InferenceData`` (``posterior`` and ``sample_stats`` groups).
+
+        By default the posterior holds one variable ``var_name`` of shape (chain, draw, dim) whose
+        last dimension, ``{var_name}_dim``, has :attr:`param_names` as coordinates, so
+        ``idata.posterior[var_name].sel({var_name}_dim="age")`` picks a coefficient by name. With
+        ``split=True`` every coordinate is a variable of its own, named by :attr:`param_names` (what
+        ``az.summary`` and ``az.plot_trace`` then list by name).
 
         Requires the optional ``arviz`` package.
         """
@@ -131,7 +176,10 @@ class Trace:
             if value.ndim == 1:
                 value = np.broadcast_to(value[None, :], (self.n_chains, value.shape[0]))
             sample_stats[key] = np.ascontiguousarray(value[:, kept])
-        coords = {f"{var_name}_dim": list(range(self.dim))}
+        if split:
+            posterior = {name: np.ascontiguousarray(draws[:, :, j]) for j, name in enumerate(self.param_names)}
+            return az.from_dict(posterior=posterior, sample_stats=sample_stats)
+        coords = {f"{var_name}_dim": list(self.param_names)}
         dims = {var_name: [f"{var_name}_dim"]}
         return az.from_dict(
             posterior={var_name: draws}, sample_stats=sample_stats, coords=coords, dims=dims
@@ -142,11 +190,12 @@ class Trace:
 
         The write is atomic: the data go to a temporary file in the same folder, which replaces
         ``path`` only once it is complete and synced, so an interrupted save leaves an earlier file at
-        ``path`` intact. Besides the arrays and the settings (``__meta__``, JSON) the archive holds a
-        SHA-256 of each array (``__sha256__``), which :meth:`load` checks. NumPy reads the file with
+        ``path`` intact. Besides the arrays, the parameter names (``param_names``, an array of text)
+        and the settings (``__meta__``, JSON) the archive holds a SHA-256 of each array (``__sha256__``), which :meth:`load` checks. NumPy reads the file with
         ``np.load(path)`` (no pickle needed).
         """
-        arrays = {"draws": backends.to_numpy(self.draws), "iterations": np.asarray(self.iterations, dtype=np.int64)}
+        arrays = {"draws": backends.to_numpy(self.draws), "iterations": np.asarray(self.iterations, dtype=np.int64),
+                  "param_names": np.asarray(self.param_names, dtype=np.str_)}
         if self.grads is not None:
             arrays["grads"] = backends.to_numpy(self.grads)
         for k, v in self.stats.items():
@@ -183,7 +232,14 @@ class Trace:
         grads = backends.asarray(arrays["grads"], backend=backend) if "grads" in arrays else None
         stats = {k[len("stat__"):]: v for k, v in arrays.items() if k.startswith("stat__")}
         iterations = [int(i) for i in arrays["iterations"]]
-        return cls(draws=draws, grads=grads, iterations=iterations, stats=stats, info=meta)
+        names = arrays.get("param_names")  # files saved before names were kept have none
+        if names is not None:
+            if names.dtype.kind != "U" or names.shape != (int(draws.shape[-1]),):
+                msg = (f"cannot read the trace file {path!r}: its param_names must be {int(draws.shape[-1])} "
+                       f"names of text, one per coordinate; got an array of {names.dtype} and shape {names.shape}")
+                raise ValueError(msg)
+            names = [str(n) for n in names]
+        return cls(draws=draws, grads=grads, iterations=iterations, stats=stats, info=meta, param_names=names)
 
 
 def _read(path: Any) -> tuple[dict, dict]:

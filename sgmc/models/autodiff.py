@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .._array_api import Array, array_namespace, device_of
+from .._param_names import check_param_names
 from .base import Model, take_rows
 
 __all__ = ["from_torch", "TorchModel"]
@@ -30,7 +31,8 @@ def _torch():
     return torch_backend.torch
 
 
-def from_torch(log_lik: Callable, log_prior: Callable | None, data: Any, *, dim: int) -> "TorchModel":
+def from_torch(log_lik: Callable, log_prior: Callable | None, data: Any, *, dim: int,
+               param_names: Any = None) -> "TorchModel":
     """A model from a per-datum log-likelihood written in torch; gradients by ``torch.func``.
 
     Parameters
@@ -44,6 +46,8 @@ def from_torch(log_lik: Callable, log_prior: Callable | None, data: Any, *, dim:
         The N data along the first axis of every tensor (for regression, ``(X, y)``).
     dim : int
         Dimension of theta.
+    param_names : sequence of str, optional
+        Names of the ``dim`` coordinates (default ``theta[0]``, ...).
 
     Returns
     -------
@@ -69,13 +73,13 @@ def from_torch(log_lik: Callable, log_prior: Callable | None, data: Any, *, dim:
     >>> model.grad_log_posterior(torch.zeros(3, 2, dtype=torch.float64)).shape
     torch.Size([3, 2])
     """
-    return TorchModel(log_lik, log_prior, data, dim=dim)
+    return TorchModel(log_lik, log_prior, data, dim=dim, param_names=param_names)
 
 
 class TorchModel(Model):
     """The model :func:`from_torch` returns (see there)."""
 
-    def __init__(self, log_lik: Callable, log_prior: Callable | None, data: Any, *, dim: int):
+    def __init__(self, log_lik: Callable, log_prior: Callable | None, data: Any, *, dim: int, param_names: Any = None):
         torch = _torch()
         parts = tuple(data) if isinstance(data, (tuple, list)) else (data,)
         for k, part in enumerate(parts):
@@ -100,6 +104,7 @@ class TorchModel(Model):
         dtype = floats[0] if floats else torch.float64
         xp = array_namespace(parts[0])
         super().__init__(n, int(dim), xp, dtype, device=device_of(parts[0]))
+        self.param_names = check_param_names(param_names, self.dim)
         self.data = parts
         self.log_lik_fn = log_lik
         self.log_prior_fn = log_prior

@@ -80,6 +80,7 @@ from .._array_api import (
     is_array,
     namespace_name,
 )
+from .._param_names import check_param_names, model_param_names
 
 __all__ = [
     "Target",
@@ -175,6 +176,9 @@ def check_target(model: Any, name: str = "model") -> Any:
             f"{type(model).__name__} lacks {', '.join(missing)}"
         )
         raise TypeError(msg)
+    names = model_param_names(model)
+    if names is not None:  # checked before a run, not after it
+        check_param_names(names, model.dim, what=f"{name}.param_names")
     return model
 
 
@@ -290,7 +294,12 @@ class Model:
         Floating dtype of parameters.
     device : object
         Device of the data.
+    param_names : tuple of str
+        Names of the ``dim`` coordinates of ``theta`` (empty here: traces then call them
+        ``theta[0]``, ``theta[1]``, ...); the library's models set their own.
     """
+
+    param_names: tuple = ()
 
     def __init__(self, n_data: int, dim: int, xp: Namespace, dtype: Any, device: Any = None):
         self.n_data = int(n_data)

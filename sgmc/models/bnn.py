@@ -38,6 +38,7 @@ import math
 from typing import Any
 
 from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of
+from .._param_names import block_names, check_param_names
 from .._validation import check_choice, check_int
 from .base import Model, as_data_array, on_backend, take_rows
 
@@ -67,6 +68,10 @@ class BayesianNeuralNetwork(Model):
         Hidden-layer activation; the review uses the softmax.
     backend : str, optional
         Move the data to this backend first.
+    param_names : sequence of str, optional
+        Names of the ``dim`` coordinates (:attr:`param_names`); by default by block and index:
+        ``B[j,k]``, ``b[k]``, ``A[k,l]``, ``a[l]``, then ``log_lambda_B``, ``log_lambda_b``,
+        ``log_lambda_A``, ``log_lambda_a``.
 
     Examples
     --------
@@ -84,7 +89,7 @@ class BayesianNeuralNetwork(Model):
     """
 
     def __init__(self, X: Any, y: Any, n_hidden: int = 100, n_classes: int | None = None, *,
-                 hidden: str = "softmax", backend: Any = None):
+                 hidden: str = "softmax", backend: Any = None, param_names: Any = None):
         X = as_data_array(X, "X")
         y = as_data_array(y, "y")
         X, y = on_backend(backend, X, y)
@@ -114,6 +119,10 @@ class BayesianNeuralNetwork(Model):
         D, H, K = self.n_inputs, self.n_hidden, self.n_classes
         self.sizes = (D * H, H, H * K, K)
         super().__init__(X.shape[0], sum(self.sizes) + 4, xp, dtype, device=device_of(X))
+        if param_names is None:
+            param_names = block_names([("B", (D, H)), ("b", (H,)), ("A", (H, K)), ("a", (K,)), ("log_lambda_B", ()),
+                                       ("log_lambda_b", ()), ("log_lambda_A", ()), ("log_lambda_a", ())])
+        self.param_names = check_param_names(param_names, self.dim)
         self.X = X
         self.labels = labels
         self.Y = self._one_hot(labels)

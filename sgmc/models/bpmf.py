@@ -38,6 +38,7 @@ from typing import Any
 
 from .._array_api import Array, array_namespace, device_of
 from .._dispatch import native
+from .._param_names import block_names, check_param_names
 from .._scatter import scatter_add
 from .._validation import check_positive
 from .base import Model, as_data_array, take_rows
@@ -67,6 +68,9 @@ class BPMF(Model):
         subtracts that value; :meth:`predict` adds it back.
     dtype : dtype, optional
         Floating dtype (default: that of ``ratings`` if floating, else float64).
+    param_names : sequence of str, optional
+        Names of the ``dim`` coordinates (:attr:`param_names`); by default by block and index:
+        ``U[i,k]``, ``V[j,k]``, ``mu_U[k]``, ``mu_V[k]``, ``log_lambda_U[k]``, ``log_lambda_V[k]``.
 
     Examples
     --------
@@ -81,7 +85,8 @@ class BPMF(Model):
 
     def __init__(self, users: Any, items: Any, ratings: Any, n_users: int | None = None,
                  n_items: int | None = None, *, d: int = 20, alpha: float = 3.0, mu0: float = 0.0,
-                 a0: float = 1.0, b0: float = 5.0, centre: bool | float = False, dtype: Any = None):
+                 a0: float = 1.0, b0: float = 5.0, centre: bool | float = False, dtype: Any = None,
+                 param_names: Any = None):
         ratings = as_data_array(ratings, "ratings")
         xp = array_namespace(ratings)
         users = as_data_array(users, "users")
@@ -128,6 +133,10 @@ class BPMF(Model):
         self.ratings = r - self.offset
         nu, ni, k = self.n_users, self.n_items, self.d
         super().__init__(n, (nu + ni) * k + 4 * k, xp, dtype, dev)
+        if param_names is None:
+            param_names = block_names([("U", (nu, k)), ("V", (ni, k)), ("mu_U", (k,)), ("mu_V", (k,)),
+                                       ("log_lambda_U", (k,)), ("log_lambda_V", (k,))])
+        self.param_names = check_param_names(param_names, self.dim)
         self._o_v = nu * k
         self._o_mu = (nu + ni) * k
 

@@ -21,6 +21,7 @@ from .._array_api import (
     device_of,
     is_array,
 )
+from .._param_names import check_param_names
 from .._validation import check_nonnegative, check_positive, check_step_size
 from .base import Model, as_data_array, on_backend, take_rows
 
@@ -83,6 +84,8 @@ class Gaussian(Model):
     prior_cov : float or array (dim, dim), default 10.0
     backend : str or Backend, optional
         Move the arrays to this backend first (e.g. ``"cupy"``); by default the arrays decide.
+    param_names : sequence of str, optional
+        Names of the ``dim`` coordinates (:attr:`param_names`; default ``theta[0]``, ...).
 
     Examples
     --------
@@ -95,7 +98,8 @@ class Gaussian(Model):
     """
 
     def __init__(
-        self, y: Any, cov: Any = 1.0, prior_mean: Any = 0.0, prior_cov: Any = 10.0, *, backend: Any = None
+        self, y: Any, cov: Any = 1.0, prior_mean: Any = 0.0, prior_cov: Any = 10.0, *, backend: Any = None,
+        param_names: Any = None,
     ):
         y, cov, prior_mean, prior_cov = on_backend(backend, y, cov, prior_mean, prior_cov)
         y = as_data_array(y, "y")
@@ -108,6 +112,7 @@ class Gaussian(Model):
         check_finite(xp, y, "y")
         dev = device_of(y)
         super().__init__(y.shape[0], y.shape[1], xp, dtype, dev)
+        self.param_names = check_param_names(param_names, self.dim)
         self.y = y
         self.cov = _matrix(xp, cov, self.dim, dtype, dev, "cov", y, "y")
         self.precision = xp.linalg.inv(self.cov)
@@ -191,6 +196,8 @@ class GaussianTarget(Model):
     cov : array (dim, dim)
     backend : str or Backend, optional
         Move the arrays to this backend first (e.g. ``"cupy"``); by default the arrays decide.
+    param_names : sequence of str, optional
+        Names of the ``dim`` coordinates (:attr:`param_names`; default ``theta[0]``, ...).
 
     Examples
     --------
@@ -201,7 +208,7 @@ class GaussianTarget(Model):
            [0.5, 1.5]])
     """
 
-    def __init__(self, mean: Any, cov: Any, *, backend: Any = None):
+    def __init__(self, mean: Any, cov: Any, *, backend: Any = None, param_names: Any = None):
         mean, cov = on_backend(backend, mean, cov)
         mean = as_data_array(mean, "mean")
         xp = array_namespace(mean, names=("mean",))
@@ -213,6 +220,7 @@ class GaussianTarget(Model):
         check_finite(xp, mean, "mean")
         dev = device_of(mean)
         super().__init__(0, mean.shape[0], xp, dtype, dev)
+        self.param_names = check_param_names(param_names, self.dim)
         self.mean = mean
         self.cov = _matrix(xp, cov, self.dim, dtype, dev, "cov", mean, "mean")
         self.precision = xp.linalg.inv(self.cov)

@@ -14,6 +14,7 @@ from typing import Any
 from .. import backends
 from .._array_api import Array, device_of
 from .._dispatch import native
+from .._param_names import check_param_names, column_names
 from .._validation import check_positive
 from .base import Model, take_rows, validate_design
 
@@ -40,9 +41,11 @@ class _GLM(Model):
     _native_param: float = 0.0
     block_elements: int | None = 2**17
 
-    def __init__(self, X: Any, y: Any, prior_var: float = 10.0, *, backend: Any = None):
+    def __init__(self, X: Any, y: Any, prior_var: float = 10.0, *, backend: Any = None, param_names: Any = None):
+        names = column_names(X) if param_names is None else param_names
         xp, X, y, dtype = validate_design(X, y, backend=backend)
         super().__init__(X.shape[0], X.shape[1], xp, dtype, device=device_of(X))
+        self.param_names = check_param_names(names, self.dim, prefix="beta")
         self.X = X
         self.y = y
         self.prior_var = check_positive(prior_var, "prior_var")
@@ -200,6 +203,9 @@ class LinearRegression(_GLM):
     prior_var : float, default 10.0
     backend : str or Backend, optional
         Move ``X`` and ``y`` to this backend first (e.g. ``"cupy"``); by default the arrays decide.
+    param_names : sequence of str, optional
+        Names of the ``dim`` coefficients (:attr:`param_names`); by default the columns of ``X`` when
+        it is a data frame, else ``beta[0]``, ``beta[1]``, ...
 
     Examples
     --------
@@ -214,8 +220,9 @@ class LinearRegression(_GLM):
 
     _native_kind = "linear"
 
-    def __init__(self, X: Any, y: Any, noise_var: float = 1.0, prior_var: float = 10.0, *, backend: Any = None):
-        super().__init__(X, y, prior_var=prior_var, backend=backend)
+    def __init__(self, X: Any, y: Any, noise_var: float = 1.0, prior_var: float = 10.0, *, backend: Any = None,
+                 param_names: Any = None):
+        super().__init__(X, y, prior_var=prior_var, backend=backend, param_names=param_names)
         self.noise_var = check_positive(noise_var, "noise_var")
         self._eta_curvature = 1.0 / self.noise_var
         self._native_param = self.noise_var
@@ -252,6 +259,9 @@ class LogisticRegression(_GLM):
     prior_var : float, default 10.0
     backend : str or Backend, optional
         Move ``X`` and ``y`` to this backend first (e.g. ``"cupy"``); by default the arrays decide.
+    param_names : sequence of str, optional
+        Names of the ``dim`` coefficients (:attr:`param_names`); by default the columns of ``X`` when
+        it is a data frame, else ``beta[0]``, ``beta[1]``, ...
 
     Examples
     --------
@@ -266,8 +276,8 @@ class LogisticRegression(_GLM):
     _eta_curvature = 0.25
     _native_kind = "logistic"
 
-    def __init__(self, X: Any, y: Any, prior_var: float = 10.0, *, backend: Any = None):
-        super().__init__(X, y, prior_var=prior_var, backend=backend)
+    def __init__(self, X: Any, y: Any, prior_var: float = 10.0, *, backend: Any = None, param_names: Any = None):
+        super().__init__(X, y, prior_var=prior_var, backend=backend, param_names=param_names)
         xp = self.xp
         if not bool(xp.all((self.y == 0) | (self.y == 1))):
             msg = "`y` must contain only 0 and 1 for logistic regression"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of
+from .._param_names import check_param_names
 from .base import Model, as_data_array, take_rows
 
 __all__ = ["DirichletCategorical"]
@@ -40,6 +41,8 @@ class DirichletCategorical(Model):
         Non-negative counts per datum (one-hot rows for categorical data).
     alpha : float or array (K,), default 1.0
         Dirichlet prior parameters.
+    param_names : sequence of str, optional
+        Names of the K coordinates (:attr:`param_names`; default ``omega[0]``, ...).
 
     Examples
     --------
@@ -50,7 +53,7 @@ class DirichletCategorical(Model):
     array([4.5, 1.5, 1.5])
     """
 
-    def __init__(self, z: Any, alpha: Any = 1.0):
+    def __init__(self, z: Any, alpha: Any = 1.0, *, param_names: Any = None):
         z = as_data_array(z, "z")
         xp = array_namespace(z)
         if z.ndim != 2 or z.shape[0] < 1:
@@ -63,6 +66,7 @@ class DirichletCategorical(Model):
             msg = "`z` must hold non-negative counts"
             raise ValueError(msg)
         super().__init__(z.shape[0], z.shape[1], xp, dtype, device=device_of(z))
+        self.param_names = check_param_names(param_names, self.dim, prefix="omega")
         self.z = z
         if isinstance(alpha, (int, float)):
             alpha = xp.full((self.dim,), float(alpha), dtype=dtype, device=self.device)

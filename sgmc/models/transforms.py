@@ -9,8 +9,10 @@ direction, which is what makes a short MALA run an accurate reference.
 
 from __future__ import annotations
 
+from typing import Any
 
 from .._array_api import Array, array_namespace
+from .._param_names import check_param_names
 from .base import Model, check_compatible
 
 __all__ = ["Affine"]
@@ -25,6 +27,8 @@ class Affine(Model):
     shift : array (dim,)
     L : array (dim, dim)
         Invertible; usually the Cholesky factor of an approximate posterior covariance.
+    param_names : sequence of str, optional
+        Names of the coordinates of z (:attr:`param_names`; default ``z[0]``, ...).
 
     Examples
     --------
@@ -39,7 +43,7 @@ class Affine(Model):
     array([[ 3. , -0.5]])
     """
 
-    def __init__(self, base: Model, shift: Array, L: Array):
+    def __init__(self, base: Model, shift: Array, L: Array, *, param_names: Any = None):
         super().__init__(base.n_data, base.dim, base.xp, base.dtype, getattr(base, "device", None))
         array_namespace(shift, L, names=("shift", "L"))
         check_compatible(base, shift, "shift")
@@ -51,6 +55,7 @@ class Affine(Model):
             )
             raise ValueError(msg)
         self.base, self.shift, self.L = base, shift, L
+        self.param_names = check_param_names(param_names, self.dim, prefix="z")
 
     def to_theta(self, z: Array) -> Array:
         """Map z ``(chains, dim)`` to theta."""
