@@ -10,10 +10,14 @@ baselines in :mod:`sgmc.clustering.student_t_gibbs`).
 """
 
 from .ep_gibbs import EPGibbsState, ep_gibbs_sweep, ep_init, ep_step, ep_sweep
+from .student_t import StudentTMixtureModel, simulate_student_t
+from .student_t_gibbs import (BlockedTState, NaiveTState, blocked_t_init, blocked_t_sweep, naive_t_init,
+                              naive_t_sweep)
 from .timeseries import TimeSeriesClusterModel, simulate_timeseries
 from .timeseries_gibbs import (CollapsedTSState, NaiveTSState, cluster_log_marginal, collapsed_init,
                                collapsed_sweep, naive_init, naive_sweep)
 
 __all__ = ["EPGibbsState", "ep_init", "ep_step", "ep_sweep", "ep_gibbs_sweep",
-           "TimeSeriesClusterModel", "simulate_timeseries", "cluster_log_marginal",
+           "StudentTMixtureModel", "simulate_student_t", "NaiveTState", "BlockedTState", "naive_t_init",
+           "naive_t_sweep", "blocked_t_init", "blocked_t_sweep", "TimeSeriesClusterModel", "simulate_timeseries", "cluster_log_marginal",
            "NaiveTSState", "CollapsedTSState", "naive_init", "naive_sweep", "collapsed_init", "collapsed_sweep"]

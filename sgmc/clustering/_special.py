@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from .._array_api import Array, array_namespace
 
@@ -28,12 +29,14 @@ _SHIFT = 10
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-def lgamma(x: Array) -> Array:
+def _shifts(xp, x):
+    return x[..., None] + xp.arange(_SHIFT, dtype=x.dtype, device=x.device)
+
+
+def lgamma(x: Array, xp: Any = None) -> Array:
     """``log Gamma(x)`` elementwise for ``x > 0``."""
-    xp = array_namespace(x)
-    acc = xp.zeros_like(x)
-    for j in range(_SHIFT):
-        acc = acc + xp.log(x + j)
+    xp = array_namespace(x) if xp is None else xp
+    acc = xp.sum(xp.log(_shifts(xp, x)), axis=-1)
     z = x + _SHIFT
     iz = 1.0 / z
     iz2 = iz * iz
@@ -41,24 +44,21 @@ def lgamma(x: Array) -> Array:
     return (z - 0.5) * xp.log(z) - z + _HALF_LOG_2PI + series - acc
 
 
-def digamma(x: Array) -> Array:
+def digamma(x: Array, xp: Any = None) -> Array:
     """``psi(x) = d/dx log Gamma(x)`` elementwise for ``x > 0``."""
-    xp = array_namespace(x)
-    acc = xp.zeros_like(x)
-    for j in range(_SHIFT):
-        acc = acc + 1.0 / (x + j)
+    xp = array_namespace(x) if xp is None else xp
+    acc = xp.sum(1.0 / _shifts(xp, x), axis=-1)
     z = x + _SHIFT
     iz2 = 1.0 / (z * z)
     series = iz2 * (1.0 / 12.0 - iz2 * (1.0 / 120.0 - iz2 * (1.0 / 252.0 - iz2 * (1.0 / 240.0 - iz2 / 132.0))))
     return xp.log(z) - 0.5 / z - series - acc
 
 
-def trigamma(x: Array) -> Array:
+def trigamma(x: Array, xp: Any = None) -> Array:
     """``psi'(x)`` elementwise for ``x > 0``."""
-    xp = array_namespace(x)
-    acc = xp.zeros_like(x)
-    for j in range(_SHIFT):
-        acc = acc + 1.0 / ((x + j) * (x + j))
+    xp = array_namespace(x) if xp is None else xp
+    sh = _shifts(xp, x)
+    acc = xp.sum(1.0 / (sh * sh), axis=-1)
     z = x + _SHIFT
     iz = 1.0 / z
     iz2 = iz * iz
@@ -66,25 +66,25 @@ def trigamma(x: Array) -> Array:
     return series + acc
 
 
-def multigammaln(a: Array, d: int) -> Array:
+def multigammaln(a: Array, d: int, xp: Any = None) -> Array:
     """``log Gamma_d(a) = d(d-1)/4 log(pi) + sum_{j=1..d} log Gamma(a + (1 - j)/2)``."""
     out = 0.25 * d * (d - 1) * math.log(math.pi)
     for j in range(1, d + 1):
-        out = out + lgamma(a + 0.5 * (1 - j))
+        out = out + lgamma(a + 0.5 * (1 - j), xp)
     return out
 
 
-def multidigamma(a: Array, d: int) -> Array:
+def multidigamma(a: Array, d: int, xp: Any = None) -> Array:
     """``psi_d(a) = sum_{j=1..d} psi(a + (1 - j)/2)``, the derivative of :func:`multigammaln`."""
-    out = digamma(a)
+    out = digamma(a, xp)
     for j in range(2, d + 1):
-        out = out + digamma(a + 0.5 * (1 - j))
+        out = out + digamma(a + 0.5 * (1 - j), xp)
     return out
 
 
-def multitrigamma(a: Array, d: int) -> Array:
+def multitrigamma(a: Array, d: int, xp: Any = None) -> Array:
     """``sum_{j=1..d} psi'(a + (1 - j)/2)``, the derivative of :func:`multidigamma`."""
-    out = trigamma(a)
+    out = trigamma(a, xp)
     for j in range(2, d + 1):
-        out = out + trigamma(a + 0.5 * (1 - j))
+        out = out + trigamma(a + 0.5 * (1 - j), xp)
     return out

@@ -80,9 +80,9 @@ def collapsed_log_prior(xp: Any, counts: Array, alpha: float) -> Array:
     return xp.log(counts + alpha)
 
 
-def draw_from_logits(rng: Any, logits: Array) -> Array:
+def draw_from_logits(rng: Any, logits: Array, xp: Any = None) -> Array:
     """One categorical draw (as a (1,) int64 array) from unnormalised log-probabilities (K,)."""
-    xp = array_namespace(logits)
+    xp = array_namespace(logits) if xp is None else xp
     w = xp.exp(logits - xp.max(logits))
     u = rng.uniform((1,), dtype=logits.dtype)
     return categorical(u, xp.cumulative_sum(w))
@@ -156,7 +156,7 @@ def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float) -> 
 
     Returns the new state and the log conditional probabilities (K,) the draw used (normalised).
     """
-    xp = array_namespace(state.z)
+    xp = model.xp
     K = state.counts.shape[0]
     dtype = state.counts.dtype
     old = state.z[i : i + 1]
@@ -164,7 +164,7 @@ def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float) -> 
     cav = tuple(q - xp.reshape(e_old, (K,) + (1,) * (q.ndim - 1)) * s[i : i + 1] for q, s in zip(state.q, state.sites))
     counts = state.counts - e_old[0]
     logits = collapsed_log_prior(xp, counts, alpha) + model.log_predictive(cav, i)
-    new = draw_from_logits(rng, logits)
+    new = draw_from_logits(rng, logits, xp)
     cav_new = tuple(xp.take(c, new, axis=0) for c in cav)
     site = model.tilted_site(cav_new, xp.asarray([i], device=state.z.device))
     e_new = onehot(xp, new, K, dtype)
