@@ -1,0 +1,181 @@
+"""Training a recurrent model by SGD with fixed or adaptive truncated BPTT (Aicher thesis, Algorithm 6).
+
+Each epoch streams BPTT(2K, K) over contiguous chunks of the training sequence, cut into
+``batch_size`` parallel streams, and takes one optimiser step per chunk with the learning rate
+scaled by sqrt(K) (thesis 4.3.1). With ``k="adaptive"`` the first epoch uses K0 and every later
+epoch starts by re-estimating K = kappa(delta) on ``n_starts`` random start points
+(:func:`~sgmc.rnn.estimate_truncation`); that estimate counts in the wall time. After each epoch the
+mean loss on the validation and test sequences is recorded (not timed), with the wall time so far.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .._validation import check_choice
+from ._checks import check_fraction, check_int, check_positive, check_sequence_pair, check_truncation_range, torch
+from .data import batchify
+from .models import RecurrentModel
+from .tbptt import stream_gradients
+from .truncation import estimate_truncation
+
+__all__ = ["TrainResult", "evaluate", "train_tbptt"]
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train_tbptt` records, one entry per epoch.
+
+    Attributes
+    ----------
+    epoch, wall_s, k, train_loss, valid_loss, test_loss, beta, relative_bias : list
+        Epoch number (1-based), training wall time so far (s), the truncation used, the mean training
+        loss of the chunks, the validation and test mean losses (NaN without data), and, where K was
+        estimated (or ``monitor_bias``), the fitted beta and the estimated relative bias at the K used.
+    """
+
+    epoch: list = field(default_factory=list)
+    wall_s: list = field(default_factory=list)
+    k: list = field(default_factory=list)
+    train_loss: list = field(default_factory=list)
+    valid_loss: list = field(default_factory=list)
+    test_loss: list = field(default_factory=list)
+    beta: list = field(default_factory=list)
+    relative_bias: list = field(default_factory=list)
+
+    def best(self) -> dict:
+        """The epoch of the lowest validation loss: its row as a dict."""
+        if not self.epoch:
+            msg = "no epoch was recorded"
+            raise ValueError(msg)
+        scores = [v if math.isfinite(v) else math.inf for v in self.valid_loss]
+        i = min(range(len(scores)), key=scores.__getitem__)
+        return {name: getattr(self, name)[i] for name in ("epoch", "wall_s", "k", "train_loss", "valid_loss",
+                                                            "test_loss", "beta", "relative_bias")}
+
+
+def evaluate(model: RecurrentModel, x: Any, y: Any, batch_size: int = 64) -> float:
+    """Mean per-step loss of ``model`` on one sequence, run as ``batch_size`` streams from zero states."""
+    x, y = check_sequence_pair(x, y, name="x")
+    with torch.no_grad():
+        loss, _ = model.sequence_loss(batchify(x, batch_size), batchify(y, batch_size))
+    return float(loss)
+
+
+def train_tbptt(model: RecurrentModel, train: tuple, valid: tuple | None = None, test: tuple | None = None, *,
+                k: int | str = "adaptive", delta: float = 0.5, k0: int = 15, k_min: int = 2, k_max: int = 100,
+                window: int = 100, n_starts: int = 64, batch_size: int = 64, lr: float = 1.0,
+                optimizer: str = "sgd", epochs: int = 10, clip: float | None = None, scale_lr: bool = True,
+                max_time: float | None = None, monitor_bias: bool = False, generator: Any = None,
+                callback: Callable | None = None) -> TrainResult:
+    """Train ``model`` by SGD (or Adam) on truncated BPTT gradients, with fixed K or adaptive K.
+
+    Parameters
+    ----------
+    model : RecurrentModel
+        Trained in place.
+    train, valid, test : (Tensor, Tensor)
+        ``(inputs, targets)``, each one long sequence, time first.
+    k : int or "adaptive"
+        A fixed truncation K, or ``"adaptive"`` for Algorithm 6.
+    delta : float
+        Relative-bias tolerance of the adaptive K, in (0, 1).
+    k0, k_min, k_max : int
+        First-epoch K and the bounds of the adaptive K (15, 2 and 100 in the thesis's copy task).
+    window, n_starts : int
+        R (lags of BPTT(R, 1)) and S (start points) of each estimate of K.
+    batch_size : int
+        Number of parallel streams.
+    lr : float
+        Learning rate gamma (before the sqrt(K) scaling).
+    optimizer : {"sgd", "adam"}
+        The update rule.
+    epochs : int
+        Number of passes over the training sequence.
+    clip : float, optional
+        Clip each chunk's gradient to this norm.
+    scale_lr : bool
+        Multiply the learning rate by sqrt(K) (thesis 4.3.1).
+    max_time : float, optional
+        Stop after the epoch during which the training wall time passes this many seconds.
+    monitor_bias : bool
+        Also estimate beta and the relative bias for fixed K, after each epoch and outside the timing.
+    generator : torch.Generator, optional
+        Random source of the estimates' start points.
+    callback : callable, optional
+        ``callback(result)`` after each epoch.
+
+    Returns
+    -------
+    TrainResult
+    """
+    if not isinstance(model, RecurrentModel):
+        msg = f"`model` must be an sgmc.rnn.RecurrentModel; got {type(model).__name__}"
+        raise TypeError(msg)
+    if not (isinstance(train, tuple) and len(train) == 2):
+        msg = f"`train` must be an (inputs, targets) pair of tensors; got {type(train).__name__}"
+        raise TypeError(msg)
+    batch_size = check_int(batch_size, "batch_size")
+    x, y = check_sequence_pair(*train, name="train inputs", min_len=2 * batch_size)
+    adaptive = isinstance(k, str)
+    delta = check_fraction(delta, "delta")
+    k_min, k_max, k0 = check_truncation_range(k_min, k_max, k0=k0)
+    window = check_int(window, "window")
+    n_starts = check_int(n_starts, "n_starts")
+    if adaptive:
+        check_choice(k, "k", ("adaptive",))
+        k_now = k0
+    else:
+        k_now = check_int(k, "k")
+    lr = check_positive(lr, "lr")
+    optimizer = check_choice(optimizer, "optimizer", ("sgd", "adam"))
+    epochs = check_int(epochs, "epochs")
+    clip = None if clip is None else check_positive(clip, "clip")
+    max_time = None if max_time is None else check_positive(max_time, "max_time")
+    xb, yb = batchify(x, batch_size), batchify(y, batch_size)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params, lr=lr) if optimizer == "sgd" else torch.optim.Adam(params, lr=lr)
+    result = TrainResult()
+    wall = 0.0
+    for epoch in range(1, epochs + 1):
+        t0 = time.perf_counter()
+        beta, rel = math.nan, math.nan
+        if adaptive and epoch > 1:
+            est = estimate_truncation(model, x, y, delta=delta, window=window, n_starts=n_starts,
+                                      k_min=k_min, k_max=k_max, generator=generator)
+            k_now, beta, rel = est.k, est.beta, est.bias_at(est.k)
+        for group in opt.param_groups:
+            group["lr"] = lr * math.sqrt(k_now) if scale_lr else lr
+        total, count = 0.0, 0
+        for grads, loss, n in stream_gradients(model, xb, yb, k_now):
+            for p, g in zip(params, grads):
+                p.grad = g
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_(params, clip)
+            opt.step()
+            total += loss * n
+            count += n
+        wall += time.perf_counter() - t0
+        if monitor_bias and (not adaptive or epoch == 1):
+            est = estimate_truncation(model, x, y, delta=delta, window=window, n_starts=n_starts,
+                                      k_min=1, k_max=max(k_now, k_max), generator=generator)
+            beta, rel = est.beta, est.bias_at(k_now)
+        result.epoch.append(epoch)
+        result.wall_s.append(wall)
+        result.k.append(k_now)
+        result.train_loss.append(total / max(count, 1))
+        result.valid_loss.append(evaluate(model, *valid, batch_size) if valid is not None else math.nan)
+        result.test_loss.append(evaluate(model, *test, batch_size) if test is not None else math.nan)
+        result.beta.append(beta)
+        result.relative_bias.append(rel)
+        if callback is not None:
+            callback(result)
+        if not math.isfinite(result.train_loss[-1]):
+            msg = f"training diverged in epoch {epoch} (mean training loss {result.train_loss[-1]}); lower `lr` or set `clip`"
+            raise FloatingPointError(msg)
+        if max_time is not None and wall >= max_time:
+            break
+    return result
