@@ -28,6 +28,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from . import backends
 from ._array_api import Array, array_namespace, device_of
+from .samplers._fused import plan as fused_plan
 
 __all__ = ["ChainsResult", "ChainsProgress", "DivergenceError", "run_chains", "step_stats", "check_diverged"]
 
@@ -221,6 +222,55 @@ def run_chains(
         state = sampler.init(rng, position, estimator) if resume is None else resume.state
         t0 = time.perf_counter() - (wall[k0 - 1] if k0 else 0.0)
         note = getattr(sampler, "step_note", "")  # optional: samplers whose step is on their own scale
+        fused = fused_plan(sampler, estimator, state.position)
+        k = k0
+        # Blocks of iterations in one native call (sgmc.samplers._fused): the same draws, generator and
+        # records as the loop below; a block ends at every divergence check and checkpoint, `stop` and
+        # `progress` are consulted once per block, and with a callback a block is one iteration.
+        size = 1 if fused is None or callback is not None else fused.block_size(chains)
+        while fused is not None and k < n_iter:
+            end = min(n_iter, k + size, (k // check_every + 1) * check_every)
+            if checkpoint is not None and checkpoint_every:
+                end = min(end, (k // checkpoint_every + 1) * checkpoint_every)
+            hs = [step_sizes[i] for i in range(k, end)]
+            z, idx = fused.draw(rng, end - k, chains)
+            blk = fused.run(state, hs, z, idx, bool(store_grads) and not full)
+            state = blk.state
+            infos[k:end] = blk.infos
+            before, now = (wall[k - 1] if k else 0.0), time.perf_counter() - t0
+            wall[k:end] = [before + (now - before) * (i + 1) / (end - k) for i in range(end - k)]
+            while j < n_keep and kept[j] < end:
+                run = 1  # kept iterations in a row are copied at once
+                while j + run < n_keep and kept[j + run] < end and kept[j + run] == kept[j] + run:
+                    run += 1
+                a = kept[j] - k
+                draws[:, j:j + run, :] = xp.permute_dims(blk.positions[a:a + run, ...], (1, 0, 2))
+                for i in range(run) if full else ():
+                    grads[:, j + i, :] = score(blk.positions[a + i, ...])
+                if store_grads and not full:
+                    grads[:, j:j + run, :] = xp.permute_dims(blk.grads[a:a + run, ...], (1, 0, 2))
+                j += run
+            if callback is not None:
+                callback(k, state)
+            halt = stop is not None and stop()
+            if end % check_every == 0 or end == n_iter or halt:
+                try:
+                    check_diverged(xp, state.position, end - 1, step_sizes[end - 1], sampler.name, note)
+                except DivergenceError as err:
+                    err.partial = partial(last_ok, None, sum(1 for i in kept[:j] if i < last_ok))
+                    raise
+                last_ok = end
+            if progress is not None and (end // progress_every > k // progress_every or end == n_iter):
+                progress(end)
+            if halt and end < n_iter:
+                if checkpoint is not None:
+                    checkpoint(progress_at(end, state))
+                return partial(end, state, j)
+            if checkpoint is not None and checkpoint_every and end % checkpoint_every == 0 and end < n_iter:
+                checkpoint(progress_at(end, state))
+            k = end
+        if fused is not None:
+            return _result(draws, grads, infos, wall, chains, state, n_iter)
         for k in range(k0, n_iter):
             try:
                 state, infos[k] = step(rng, state, estimator, step_sizes[k])

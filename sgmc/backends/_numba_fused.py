@@ -1,0 +1,116 @@
+"""A fused block of sampler iterations for the generalised linear models, compiled with Numba.
+
+The native ``"glm_fused_block"``: the twin is :func:`sgmc.samplers._fused.twin_block`, which runs the
+samplers' own array-API steps on the same pre-drawn random numbers. Per call, every chain goes through
+a block of iterations of SGLD, SGHMC or SGNHT, each gradient estimate (minibatch, control variate or
+SVRG) a pass over the minibatch rows that reads each row of ``X`` once for both its product and its
+contribution to the sum, in one compiled loop: no Python call per iteration and no temporary arrays.
+The stream layout of the random numbers (what ``z`` and ``idx`` hold) is documented in
+:mod:`sgmc.samplers._fused`.
+
+This module is a leaf: it imports no algorithm module, takes arrays and plain numbers, and returns
+``NotImplemented`` for a case it does not take (another array type, float32), so that the caller runs
+the twin. The compiled loop is imported on first use; Numba's cache keeps its machine code on disk.
+Like the other compiled paths it is off without Numba or with ``SGMC_NATIVE=0``, and it reads the
+same switch (:func:`sgmc.backends._numba.set_enabled` turns it off in a process).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["glm_fused_block", "natives"]
+
+_KINDS = {"logistic": 0, "linear": 1}
+_SAMPLERS = {"sgld": 0, "sghmc": 1, "sgnht": 2}
+_ESTIMATORS = {"minibatch": 0, "cv": 1, "svrg": 2}
+_KERNELS: list = []
+_SWITCH: list = [[True]]  # the compiled paths' on/off switch, handed over by natives()
+
+
+def _jit() -> Any:
+    if not _KERNELS:
+        from . import _numba_fused_kernels
+
+        _KERNELS.append(_numba_fused_kernels)
+    return _KERNELS[0]
+
+
+def _f64(a: Any) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype == np.float64
+
+
+def glm_fused_block(model: dict, sampler: dict, estimator: dict, state: dict, hs: Any, z: Any, idx: Any,
+                    keep_grad: bool) -> Any:
+    """Run a block of iterations; return ``(state, positions, grads, thermostats)`` or ``NotImplemented``.
+
+    Parameters
+    ----------
+    model : dict
+        ``kind`` ("logistic" or "linear"), ``X`` (N, d), ``y`` (N,), ``param`` (the linear model's noise
+        variance), ``prior_var``.
+    sampler : dict
+        ``name`` ("sgld", "sghmc", "sgnht"); SGHMC: ``friction``, ``v_hat`` (a float, or None),
+        ``n_leapfrog``, ``resample``; SGNHT: ``diffusion``.
+    estimator : dict
+        ``name`` ("minibatch", "cv", "svrg"), ``scale`` (N / n); SVRG: ``update_every``.
+    state : dict
+        ``x``, ``g`` (chains, d); ``rho`` (SGHMC, SGNHT), ``xi`` (chains,) (SGNHT); ``centre`` and
+        ``centre_grad`` (CV: (1, d) or (chains, d); SVRG: the snapshots and their full gradients) and
+        ``count`` (SVRG: calls since the refresh). Not modified: the result holds new arrays.
+    hs : sequence of float
+        The block's step sizes.
+    z : array (iterations, normals per iteration, chains, d)
+    idx : array (iterations, estimates per iteration, chains, n) of int64
+    keep_grad : bool
+        Return the gradient estimate after every iteration too.
+    """
+    if not _SWITCH[0][0]:
+        return NotImplemented
+    X, y, x, g = model["X"], model["y"], state["x"], state["g"]
+    if not (_f64(X) and _f64(y) and _f64(x) and _f64(g) and _f64(z) and isinstance(idx, np.ndarray)
+            and X.ndim == 2 and x.ndim == 2 and z.ndim == 4 and idx.ndim == 4 and X.flags.c_contiguous
+            and model["kind"] in _KINDS and sampler["name"] in _SAMPLERS and estimator["name"] in _ESTIMATORS):
+        return NotImplemented
+    chains, d = x.shape
+    B = len(hs)
+    k = _jit()
+    x = np.array(x, dtype=np.float64, order="C")
+    g = np.array(g, dtype=np.float64, order="C")
+    rho = state.get("rho")
+    rho = np.zeros((chains, d)) if rho is None else np.array(rho, dtype=np.float64, order="C")
+    xi = state.get("xi")
+    xi = np.zeros(chains) if xi is None else np.array(xi, dtype=np.float64, order="C")
+    centre = state.get("centre")
+    centre = np.zeros((1, d)) if centre is None else np.array(np.reshape(centre, (-1, d)), dtype=np.float64, order="C")
+    centre_grad = state.get("centre_grad")
+    centre_grad = (np.zeros((1, d)) if centre_grad is None
+                   else np.array(np.reshape(centre_grad, (-1, d)), dtype=np.float64, order="C"))
+    if estimator["name"] == "cv" and centre.shape[0] != chains:
+        centre = np.ascontiguousarray(np.broadcast_to(centre, (chains, d)))
+    pos = np.empty((B, chains, d))
+    grads = np.empty((B, chains, d)) if keep_grad else np.empty((1, chains, d))
+    xis = np.empty((B, chains))
+    v_hat = sampler.get("v_hat")
+    count = k.glm_block(
+        _KINDS[model["kind"]], X, y, float(model.get("param", 1.0)), float(model["prior_var"]),
+        _SAMPLERS[sampler["name"]], float(sampler.get("friction", 0.0)), -1.0 if v_hat is None else float(v_hat),
+        int(sampler.get("n_leapfrog", 1)), bool(sampler.get("resample", False)), float(sampler.get("diffusion", 0.0)),
+        _ESTIMATORS[estimator["name"]], float(estimator["scale"]), int(estimator.get("update_every", 0)),
+        x, g, rho, xi, centre, centre_grad, int(state.get("count", 0)),
+        np.asarray(hs, dtype=np.float64), np.ascontiguousarray(z), np.ascontiguousarray(idx, dtype=np.int64),
+        pos, grads, xis, bool(keep_grad),
+    )
+    out = {"x": x, "g": g, "rho": rho, "xi": xi, "centre": centre, "centre_grad": centre_grad, "count": int(count)}
+    return out, pos, (grads if keep_grad else None), xis
+
+
+def natives(switch: list) -> dict:
+    """The native table entry of this module, reading the on/off ``switch`` (a one-item list) at each call.
+
+    The caller (:func:`sgmc.backends._numba.natives`) has checked that Numba is installed and enabled.
+    """
+    _SWITCH[0] = switch
+    return {"glm_fused_block": glm_fused_block}

@@ -1,0 +1,160 @@
+"""Numba-compiled block loop behind :mod:`sgmc.backends._numba_fused` (imported when it first runs).
+
+One call advances every chain of a generalised linear model through a block of sampler iterations
+(SGLD, SGHMC or SGNHT) with minibatch, control-variate or SVRG gradient estimates, reading its random
+numbers from the pre-drawn arrays it is given. The element-wise updates are written in the order of
+the array-API twin's expressions and compiled without fast-math, so they round as the twin does; only
+the sums over minibatch rows and coordinates are accumulated in another order.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+_OPTS = {"nogil": True, "cache": True}
+# Sums over a row's coordinates may be reordered (vectorised); the updates below are not.
+_FAST = dict(_OPTS, fastmath={"reassoc", "contract", "nsz"})
+
+SGLD, SGHMC, SGNHT = 0, 1, 2
+MINIBATCH, CV, SVRG = 0, 1, 2
+
+
+@nb.njit(**_OPTS)
+def _resid(kind, eta, y, param):
+    """d log f / d eta, as the twin computes it (logistic: one exp of -|eta|)."""
+    if kind == 0:
+        e = math.exp(-abs(eta))
+        inv = 1.0 / (1.0 + e)
+        sig = inv if eta >= 0 else e * inv
+        return y - sig
+    return (y - eta) / param
+
+
+@nb.njit(**_FAST)
+def _dot(X, row, th):
+    acc = 0.0
+    for m in range(X.shape[1]):
+        acc += X[row, m] * th[m]
+    return acc
+
+
+@nb.njit(**_FAST)
+def _axpy(acc, v, X, row):
+    for m in range(X.shape[1]):
+        acc[m] += v * X[row, m]
+
+
+@nb.njit(**_OPTS)
+def _full_sum(kind, X, y, param, th, acc):
+    """The full-data likelihood gradient sum at ``th`` (an SVRG snapshot refresh)."""
+    acc[:] = 0.0
+    for i in range(X.shape[0]):
+        _axpy(acc, _resid(kind, _dot(X, i, th), y[i], param), X, i)
+
+
+@nb.njit(**_OPTS)
+def _estimate(kind, X, y, param, prior_var, est, scale, update_every, x, g, centre, centre_grad, count,
+              rows, eta, eta0, acc):
+    """The gradient estimate at ``x`` for every chain from the minibatch ``rows`` (chains, n), into ``g``."""
+    chains, d = x.shape
+    n = rows.shape[1]
+    if est == SVRG and count == update_every:
+        for c in range(chains):
+            centre[c, :] = x[c, :]
+            _full_sum(kind, X, y, param, x[c], acc)
+            centre_grad[c, :] = acc
+        count = 0
+    shared = centre_grad.shape[0] == 1
+    for c in range(chains):
+        th = x[c]
+        acc[:] = 0.0
+        if est == MINIBATCH:
+            for b in range(n):  # loads first, so that the memory system fetches many rows at once
+                eta[b] = _dot(X, rows[c, b], th)
+            for b in range(n):
+                eta[b] = _resid(kind, eta[b], y[rows[c, b]], param)
+        else:
+            ce = centre[c]
+            for b in range(n):
+                eta[b] = _dot(X, rows[c, b], th)
+                eta0[b] = _dot(X, rows[c, b], ce)
+            for b in range(n):  # y cancels in the difference, as in the twin
+                eta[b] = _resid(kind, eta[b], 0.0, param) - _resid(kind, eta0[b], 0.0, param)
+        for b in range(n):
+            _axpy(acc, eta[b], X, rows[c, b])
+        cg = centre_grad[0] if shared else centre_grad[c]
+        for m in range(d):
+            if est == MINIBATCH:
+                g[c, m] = -x[c, m] / prior_var + scale * acc[m]
+            else:
+                g[c, m] = -x[c, m] / prior_var + cg[m] + scale * acc[m]
+    if est == SVRG:
+        count += 1
+    return count
+
+
+@nb.njit(**_OPTS)
+def glm_block(kind, X, y, param, prior_var, sampler, friction, v_hat, n_leapfrog, resample, diffusion,
+              est, scale, update_every, x, g, rho, xi, centre, centre_grad, count, hs, z, idx,
+              pos_out, grad_out, xi_out, keep_grad):
+    """Advance ``x`` (chains, d) and its state in place through ``len(hs)`` iterations; return the SVRG count.
+
+    ``z`` is (iterations, normals per iteration, chains, d), ``idx`` (iterations, estimates per
+    iteration, chains, n); ``pos_out``, ``grad_out`` and ``xi_out`` receive the state after each
+    iteration.
+    """
+    chains, d = x.shape
+    n = idx.shape[3]
+    eta = np.empty(n, dtype=np.float64)
+    eta0 = np.empty(n, dtype=np.float64)
+    acc = np.empty(d, dtype=np.float64)
+    for t in range(hs.shape[0]):
+        h = hs[t]
+        if sampler == SGLD:
+            s = math.sqrt(h)
+            for c in range(chains):
+                for m in range(d):
+                    x[c, m] = x[c, m] + (0.5 * h) * g[c, m] + s * z[t, 0, c, m]
+            count = _estimate(kind, X, y, param, prior_var, est, scale, update_every, x, g, centre,
+                              centre_grad, count, idx[t, 0], eta, eta0, acc)
+        elif sampler == SGNHT:
+            s = math.sqrt(h * diffusion)
+            for c in range(chains):
+                f = 1.0 - 0.5 * h * xi[c]
+                ss = 0.0
+                for m in range(d):
+                    r = f * rho[c, m] + (0.5 * h) * g[c, m] + s * z[t, 0, c, m]
+                    rho[c, m] = r
+                    x[c, m] = x[c, m] + (0.5 * h) * r
+                    ss += r * r
+                xi[c] = xi[c] + (0.5 * h) * (ss / d - 1.0)
+            count = _estimate(kind, X, y, param, prior_var, est, scale, update_every, x, g, centre,
+                              centre_grad, count, idx[t, 0], eta, eta0, acc)
+        else:
+            sd = math.sqrt(h * friction) if v_hat < 0.0 else math.sqrt(h * (friction - 0.25 * h * v_hat))
+            j = 0
+            for leap in range(n_leapfrog):
+                hk = h
+                s = sd
+                if leap == 0 and resample:
+                    rho[:, :] = z[t, 0]
+                    j = 1
+                    hk = 0.5 * h
+                    s = sd * math.sqrt(0.5)
+                f = 1.0 - 0.5 * hk * friction
+                for c in range(chains):
+                    for m in range(d):
+                        rho[c, m] = f * rho[c, m] + (0.5 * hk) * g[c, m] + s * z[t, j, c, m]
+                        x[c, m] = x[c, m] + (0.5 * h) * rho[c, m]
+                j += 1
+                count = _estimate(kind, X, y, param, prior_var, est, scale, update_every, x, g, centre,
+                                  centre_grad, count, idx[t, leap], eta, eta0, acc)
+        pos_out[t] = x
+        if keep_grad:
+            grad_out[t] = g
+        if sampler == SGNHT:
+            xi_out[t] = xi
+    return count
