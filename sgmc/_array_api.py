@@ -29,6 +29,7 @@ __all__ = [
     "as_float_array",
     "check_real_dtype",
     "namespace_name",
+    "at",
 ]
 
 # Library predicates from array-api-compat, in the order they are tried. They never import the
@@ -182,3 +183,70 @@ def check_finite(xp: Namespace, x: Array, name: str) -> None:
         bad = int(xp.sum(xp.astype(~xp.isfinite(x), xp.int64)))
         msg = f"`{name}` contains {bad} non-finite value(s) (NaN or inf); clean the data first"
         raise ValueError(msg)
+
+
+class _At:
+    """The target of :func:`at`: ``set`` or ``add`` values at one index of one array."""
+
+    __slots__ = ("_x", "_idx")
+
+    def __init__(self, x: Array, idx: Any):
+        self._x = x
+        self._idx = idx
+
+    def _writeable(self) -> Array | None:
+        x = self._x
+        if array_api_compat.is_writeable_array(x):
+            return x
+        if array_api_compat.is_jax_array(x):
+            return None
+        # a read-only array of a mutable library (a NumPy view of a memory map): update a copy
+        return array_api_compat.array_namespace(x).asarray(x, copy=True)
+
+    def set(self, values: Any) -> Array:
+        """``x[idx] = values``; returns the updated array (``x`` itself where it could be written)."""
+        x = self._writeable()
+        if x is None:
+            return self._x.at[self._idx].set(values)
+        x[self._idx] = values
+        return x
+
+    def add(self, values: Any) -> Array:
+        """``x[idx] += values`` (``idx`` without repeats); returns the updated array."""
+        x = self._writeable()
+        if x is None:
+            return self._x.at[self._idx].add(values)
+        x[self._idx] = x[self._idx] + values
+        return x
+
+
+def at(x: Array, idx: Any) -> _At:
+    """Update part of an array on any backend: ``x = at(x, idx).set(v)`` or ``.add(v)``.
+
+    The one way sgmc writes into part of an array. Where the library's arrays are writeable (NumPy,
+    CuPy, PyTorch, array-api-strict) the update is made in place and ``x`` is returned; JAX arrays are
+    immutable, so a new array is returned (``x.at[idx].set(v)``); a read-only array is copied first.
+    Callers therefore always use the returned array and never rely on other references to ``x``
+    seeing the change. ``add`` expects an index without repeated positions (repeats would add once
+    in place and every time on JAX; :func:`sgmc._scatter.scatter_add` sums repeats).
+
+    Parameters
+    ----------
+    x : array
+    idx : index
+        Anything ``x[idx]`` accepts: integers, slices, tuples of them, boolean or integer arrays.
+
+    Returns
+    -------
+    object with ``set(values)`` and ``add(values)``, each returning the updated array
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgmc._array_api import at
+    >>> x = np.zeros((2, 3))
+    >>> x = at(x, (slice(None), 1)).set(1.0)
+    >>> at(x, 0).add(2.0).tolist()
+    [[2.0, 3.0, 2.0], [0.0, 1.0, 0.0]]
+    """
+    return _At(x, idx)

@@ -21,7 +21,7 @@ import numpy as np
 import array_api_compat
 
 from .._array_api import array_namespace, device_of, is_array
-from ._base import Backend, Generator, HostGenerator
+from ._base import REGISTRY_LOOKUP, Backend, Generator, HostGenerator
 
 __all__ = [
     "Backend",
@@ -119,6 +119,12 @@ def _load_torch() -> Backend:
     return make_backend()
 
 
+def _load_jax() -> Backend:
+    from ._jax import make_backend
+
+    return make_backend()
+
+
 def _load_cupy() -> Backend:
     from .cupy import make_backend
 
@@ -130,8 +136,9 @@ register("array_api_strict", _load_strict, array_api_compat.is_array_api_strict_
          install="pip install array-api-strict")
 register("torch", _load_torch, array_api_compat.is_torch_namespace, install="pip install torch")
 register("cupy", _load_cupy, array_api_compat.is_cupy_namespace, install='pip install "sgmc[gpu]"')
+register("jax", _load_jax, array_api_compat.is_jax_namespace, install='pip install "sgmc[jax]"')
 
-_ALIASES = {"np": "numpy", "strict": "array_api_strict", "array-api-strict": "array_api_strict"}
+_ALIASES = {"jax.numpy": "jax", "np": "numpy", "strict": "array_api_strict", "array-api-strict": "array_api_strict"}
 
 
 def _by_name(name: str) -> Backend:
@@ -173,7 +180,7 @@ def get_backend(obj: Any = "numpy") -> Backend:
     Parameters
     ----------
     obj : str, module, array, Backend or Generator
-        ``"numpy"``, ``"array_api_strict"``, ``"torch"``, ``"cupy"`` or a registered name; or an
+        ``"numpy"``, ``"array_api_strict"``, ``"torch"``, ``"cupy"``, ``"jax"`` or a registered name; or an
         array namespace; or an array whose library is used.
     """
     if isinstance(obj, Backend):
@@ -188,6 +195,9 @@ def get_backend(obj: Any = "numpy") -> Backend:
         return _by_namespace(array_namespace(obj))
     msg = f"cannot infer a backend from {type(obj).__name__}; pass a backend name such as 'numpy'"
     raise TypeError(msg)
+
+
+REGISTRY_LOOKUP[:] = [get_backend]  # backends unpickle by name through the registry
 
 
 def require(backend: Any) -> Backend:

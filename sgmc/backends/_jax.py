@@ -1,0 +1,216 @@
+"""JAX backend: ``jax.numpy`` arrays on JAX's devices, random numbers from ``jax.random`` keys.
+
+``jax.numpy`` implements the array API itself, so it is the namespace. Two things set JAX apart from
+the other libraries, and both are handled here or in :func:`sgmc._array_api.at`:
+
+* Its arrays are immutable. Every update of part of an array in sgmc goes through
+  :func:`sgmc._array_api.at`, which writes in place where the library allows it and builds a new
+  array with ``x.at[idx].set(v)`` here.
+* Its random numbers are counter-based: a key is split, never advanced. :class:`JaxGenerator` holds
+  one key made from the seed's :class:`numpy.random.SeedSequence` and splits it once per draw; its
+  children are made from the sequence's children (``spawn``), as for every other backend, so that a
+  chain group gets the same stream in this process, in a worker process or on a Dask worker.
+
+Float64 needs ``jax.config.update("jax_enable_x64", True)`` (or ``JAX_ENABLE_X64=1``); without it
+JAX computes in float32 and the generator draws float32 and int32. A 64-bit array pickled to another
+process (a worker of a process pool or of Dask) turns 64-bit mode on there, so that it arrives as it
+left.
+"""
+
+from __future__ import annotations
+
+import copyreg
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._base import Backend, Generator, numpy_dtype
+
+__all__ = ["JaxGenerator", "make_backend"]
+
+
+def _x64() -> bool:
+    return bool(jax.config.jax_enable_x64)
+
+
+def _canonical(dtype) -> np.dtype:
+    """The dtype JAX computes in for ``dtype`` (float64 becomes float32 without 64-bit mode)."""
+    return np.dtype(jax.dtypes.canonicalize_dtype(numpy_dtype(dtype)))
+
+
+def _to_host(a) -> np.ndarray:
+    return np.asarray(jax.device_get(a))
+
+
+def _from_host(a: np.ndarray, dtype, device):
+    a = np.asarray(a)
+    if dtype is not None:
+        a = a.astype(_canonical(dtype), copy=False)
+    elif a.dtype.itemsize == 8 and not _x64():
+        a = a.astype(_canonical(a.dtype), copy=False)  # what JAX would do, without its warning
+    return jax.device_put(a, device)
+
+
+def _sync() -> None:
+    jax.effects_barrier()
+
+
+def _on_cpu(device) -> bool:
+    return device is None or getattr(device, "platform", "cpu") == "cpu"
+
+
+def _device_ref(device):
+    """Picklable name of a device: (platform, id), or None for the default device."""
+    if device is None:
+        return None
+    return (str(device.platform), int(device.id))
+
+
+def _device_from_ref(ref):
+    if ref is None:
+        return None
+    platform, ident = ref
+    for dev in jax.devices(platform):
+        if dev.id == ident:
+            return dev
+    msg = f"JAX has no {platform} device with id {ident} in this process; it has {jax.devices(platform)}"
+    raise ValueError(msg)
+
+
+def _rebuild_device(platform: str, ident: int):
+    return _device_from_ref((platform, ident))
+
+
+def _reduce_device(dev):
+    return (_rebuild_device, _device_ref(dev))
+
+
+def _rebuild_array(host: np.ndarray, device_ref):
+    if host.dtype.itemsize == 8 and host.dtype.kind in "fiuc" and not _x64():
+        # A 64-bit array from a process in 64-bit mode (a run's worker): keep it 64-bit here too.
+        jax.config.update("jax_enable_x64", True)
+    return jax.device_put(host, _device_from_ref(device_ref))
+
+
+def _reduce_array(a):
+    # JAX's own pickling converts 64-bit arrays to 32 bits in a process without 64-bit mode
+    # (a fresh worker); this one keeps the dtype, and the host copy travels out of band.
+    dev = next(iter(a.devices())) if len(a.devices()) == 1 else None
+    return (_rebuild_array, (np.asarray(jax.device_get(a)), _device_ref(dev)))
+
+
+def _key_from(seed_seq: np.random.SeedSequence, device):
+    """A threefry key holding 64 bits of the sequence's state."""
+    words = jnp.asarray(seed_seq.generate_state(2, np.uint32))
+    key = jax.random.wrap_key_data(words, impl="threefry2x32")
+    return key if device is None else jax.device_put(key, device)
+
+
+@partial(jax.jit, static_argnums=(1, 2))
+def _normal(key, shape, dtype):
+    key, sub = jax.random.split(key)
+    return key, jax.random.normal(sub, shape, dtype)
+
+
+@partial(jax.jit, static_argnums=(1, 2))
+def _uniform(key, shape, dtype):
+    key, sub = jax.random.split(key)
+    return key, jax.random.uniform(sub, shape, dtype)
+
+
+@partial(jax.jit, static_argnums=(1, 2))
+def _integers(key, shape, dtype, high):
+    key, sub = jax.random.split(key)
+    return key, jax.random.randint(sub, shape, 0, high, dtype)
+
+
+class JaxGenerator(Generator):
+    """Random numbers from a ``jax.random`` key, split once per draw.
+
+    Parameters
+    ----------
+    backend : Backend
+        The ``"jax"`` backend.
+    seed_seq : numpy.random.SeedSequence
+        Seeds the key; :meth:`spawn` spawns its children, as :class:`~sgmc.backends.HostGenerator`
+        does, so a seed gives the same streams whatever runs them.
+    device : jax Device, optional
+        Where the key lives and the draws are made (JAX's default device if omitted).
+
+    Notes
+    -----
+    Integers are drawn in int64 (int32 without 64-bit mode) and then cast, so their values do not
+    depend on the ``dtype`` asked for. The generator pickles as its sequence, key and device name.
+    """
+
+    def __init__(self, backend: Backend, seed_seq: np.random.SeedSequence, device=None):
+        self.backend = backend
+        self.device = device
+        self._seed_seq = seed_seq
+        self._key = _key_from(seed_seq, device)
+
+    def _float(self, dtype) -> np.dtype:
+        return _canonical(np.float64 if dtype is None else dtype)
+
+    def normal(self, shape, dtype=None):
+        self._key, out = _normal(self._key, tuple(shape), self._float(dtype))
+        return out
+
+    def uniform(self, shape, dtype=None):
+        self._key, out = _uniform(self._key, tuple(shape), self._float(dtype))
+        return out
+
+    def integers(self, high, shape, dtype=None):
+        wide = _canonical(np.int64)
+        self._key, out = _integers(self._key, tuple(shape), wide, high)
+        want = wide if dtype is None else _canonical(dtype)
+        return out if want == wide else out.astype(want)
+
+    def spawn(self, n):
+        return [type(self)(self.backend, s, self.device) for s in self._seed_seq.spawn(n)]
+
+    @property
+    def key(self):
+        """The current key (a new one after every draw)."""
+        return self._key
+
+    def __getstate__(self) -> dict:
+        return {"backend": self.backend, "device": _device_ref(self.device), "seed_seq": self._seed_seq,
+                "key": np.asarray(jax.random.key_data(self._key))}
+
+    def __setstate__(self, state: dict) -> None:
+        self.backend = state["backend"]
+        self.device = _device_from_ref(state["device"])
+        self._seed_seq = state["seed_seq"]
+        key = jax.random.wrap_key_data(jnp.asarray(np.asarray(state["key"], dtype=np.uint32)),
+                                       impl="threefry2x32")
+        self._key = key if self.device is None else jax.device_put(key, self.device)
+
+
+def _scatter_add(m: int, index, values):
+    """JAX: ``.at[index].add`` into zeros (repeated indices add up), the native ``scatter_add``."""
+    return jnp.zeros((m, values.shape[1]), dtype=values.dtype).at[index].add(values)
+
+
+def _set_rows(table, rows_idx, rows):
+    """JAX: ``table.at[rows_idx].set(rows)``, a new table (JAX arrays are immutable)."""
+    return table.at[rows_idx].set(rows)
+
+
+def make_backend() -> Backend:
+    copyreg.pickle(type(jnp.zeros(0)), _reduce_array)
+    copyreg.pickle(type(jax.devices()[0]), _reduce_device)
+    backend = Backend(
+        name="jax",
+        xp=jnp,
+        make_generator=lambda ss, device: JaxGenerator(backend, ss, device),
+        to_host=_to_host,
+        from_host=_from_host,
+        default_device=jax.devices()[0],
+        synchronize=_sync,
+        on_cpu=_on_cpu,
+        native={"set_rows": _set_rows, "scatter_add": _scatter_add},
+    )
+    return backend
