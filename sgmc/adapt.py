@@ -29,7 +29,7 @@ from typing import Any
 from . import backends
 from ._stepgrid import default_grid
 from .chains import ChainsProgress, DivergenceError, run_chains
-from .diagnostics.ksd import ksd
+from .diagnostics.ksd import ksd, ksd_preconditioner
 from .models.base import require
 
 __all__ = ["AutoStep", "AdaptResult", "adapt_step_size", "parse_auto"]
@@ -57,6 +57,10 @@ class AutoStep:
         the data for the exact score.
     ksd_kind : {"sum", "joint"}, default "sum"
         As in :func:`sgmc.tuning.tune_step_size`.
+    repeats : int, default 3
+        Windows per step of the final bracket (the best step and its neighbours at ``min_ratio``):
+        once the bracket is found, the burn-in left scores them again, fewest windows first, and
+        their KSDs are averaged, so that one noisy window does not decide.
     ksd_options : dict, optional
         Further keyword arguments for :func:`sgmc.diagnostics.ksd` (a fixed ``preconditioner`` array
         on the posterior's scale for a posterior much narrower than 1).
@@ -80,6 +84,7 @@ class AutoStep:
     n_ksd: int = 64
     ksd_kind: str = "sum"
     ksd_options: dict | None = field(default=None)
+    repeats: int = 3
 
     def __post_init__(self) -> None:
         def bad(what: str, value: Any) -> None:
@@ -94,6 +99,8 @@ class AutoStep:
             bad(f"min_ratio must be in (1, ratio={self.ratio!r}]", self.min_ratio)
         if self.window is not None and not (_int(self.window) and self.window >= 4):
             bad("window must be an int of at least 4 iterations or None", self.window)
+        if not (_int(self.repeats) and self.repeats >= 1):
+            bad("repeats must be a positive int", self.repeats)
         if not (_int(self.n_ksd) and self.n_ksd >= 1):
             bad("n_ksd must be a positive int", self.n_ksd)
         if self.ksd_kind not in _KINDS:
@@ -189,12 +196,17 @@ def adapt_step_size(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rn
     init_rng, run_rng = rng.spawn(2)
     passes = 0.0
 
-    with backend.quiet_float():
-        start_state = sampler.init(init_rng, position, estimator)
-    passes += _init_passes(estimator, n_data)
-    best_state = start_state
-    scores: dict[float, float] = {}   # exponent x (h = h0 * 10**x) -> KSD (inf: diverged)
+    # a step may update its state in place, so the chains go back to a copy of the best window's end
+    best_position = xp.asarray(position, copy=True)
+    live, live_is_best = None, False
+    scores: dict[float, float] = {}   # exponent x (h = h0 * 10**x) -> mean KSD of its windows (inf: diverged)
+    counts: dict[float, int] = {}
     path: list[dict] = []
+    stored: list[tuple] = []           # (x, draws, grads, KSD) of every finite window, to rescore
+    options = dict(auto.ksd_options or {})
+    user_kernel = "preconditioner" in options
+    kernel: dict = {"fixed": None}
+    b = None
     log_r = math.log10(auto.ratio)
     min_log_r = math.log10(auto.min_ratio) * (1 - 1e-9)
     used = 0
@@ -210,6 +222,26 @@ def adapt_step_size(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rn
         ev = float(backends.to_numpy(res.stats["n_evals"]).sum()) / chains if n else 0.0
         return res, ev / n_data + (len(kept_idx) if score else 0)
 
+    def score(draws: Any, grads: Any) -> float:
+        with backend.quiet_float():
+            value = float(ksd(draws, grads, kind=auto.ksd_kind, **options))
+        return value if math.isfinite(value) else math.inf
+
+    def rescore() -> None:
+        """Fix the kernel's scale from the best window's draws and score every window with it."""
+        windows = [w for w in stored if math.isfinite(scores[w[0]])]
+        best = min(windows, key=lambda w: w[3])
+        lam = ksd_preconditioner(best[1], "med") if not user_kernel else None
+        kernel["fixed"] = True
+        if lam is None:
+            return
+        options["preconditioner"] = lam
+        for y in {w[0] for w in windows}:
+            values = [score(w[1], w[2]) for w in windows if w[0] == y]
+            scores[y] = sum(values) / len(values)
+        for entry, w in zip([p for p in path if not p["diverged"]], windows):
+            entry["ksd_scaled"] = scores[w[0]]
+
     def best_x() -> float | None:
         finite = {x: v for x, v in scores.items() if math.isfinite(v)}
         return min(finite, key=finite.get) if finite else None
@@ -222,7 +254,7 @@ def adapt_step_size(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rn
         return any(abs(x - y) < 1e-9 for y in scores) or x >= diverged_from() - 1e-9
 
     def next_x() -> float | None:
-        nonlocal log_r
+        nonlocal log_r, b
         b = best_x()
         if b is None:       # nothing finite yet: back off fast
             return (min(scores) - 2 * log_r) if scores else 0.0
@@ -232,38 +264,53 @@ def adapt_step_size(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rn
                 return up
             if not known(down):
                 return down
+            if kernel["fixed"] is None:     # first bracket: the kernel on the posterior's scale, then again
+                rescore()
+                b = best_x()
+                continue
             if log_r / 2 < min_log_r:
-                return None
+                break
             log_r /= 2
+        # bracketed at the finest ratio: score the bracket again, fewest windows first, to average out noise
+        trio = [y for y in scores if math.isfinite(scores[y]) and abs(y - b) <= log_r * (1 + 1e-9)]
+        y = min(trio, key=lambda y: (counts[y], abs(y - b)))
+        return y if counts[y] < auto.repeats else None
 
     while used + window <= burn_in:
         x = next_x()
         if x is None:
             break
         h = h0 * 10.0 ** x
+        if not live_is_best:
+            with backend.quiet_float():
+                live = sampler.init(init_rng, xp.asarray(best_position, copy=True), estimator)
+            passes += _init_passes(estimator, n_data)
         try:
-            res, cost = run([h] * window, kept, best_state, True)
+            res, cost = run([h] * window, kept, live, True)
         except DivergenceError as err:
             # the window stopped at its first failed check: its iterations (and none of its scores) count
             part = err.partial
             done = int(part.n_done) if part is not None and part.n_done >= 0 else window
-            ev = float(backends.to_numpy(part.stats["n_evals"]).sum()) / chains if part is not None and part.stats else 0.0
+            n_evals = part.stats.get("n_evals") if part is not None else None
+            ev = float(backends.to_numpy(n_evals).sum()) / chains if n_evals is not None else 0.0
             passes += ev / n_data
             used += window
-            scores[x] = math.inf
+            live_is_best = False
+            scores[x], counts[x] = math.inf, 1
             path.append({"step_size": h, "ksd": None, "diverged": True, "ratio": 10.0 ** log_r,
                          "iterations": done})
             continue
         passes += cost
         used += window
-        with backend.quiet_float():
-            value = float(ksd(res.draws, res.grads, kind=auto.ksd_kind, **(auto.ksd_options or {})))
-        if not math.isfinite(value):
-            value = math.inf
+        value = score(res.draws, res.grads)
+        if math.isfinite(value):
+            stored.append((x, res.draws, res.grads, value))
         b = best_x()
-        scores[x] = value
-        if b is None or value < scores[b]:
-            best_state = res.state
+        n = counts.get(x, 0)
+        scores[x], counts[x] = (scores[x] * n + value) / (n + 1) if n else value, n + 1
+        live, live_is_best = res.state, math.isfinite(value) and (b is None or scores[x] <= scores[b])
+        if live_is_best:
+            best_position = xp.asarray(res.state.position, copy=True)
         path.append({"step_size": h, "ksd": value if math.isfinite(value) else None,
                      "diverged": not math.isfinite(value), "ratio": 10.0 ** log_r, "iterations": window})
 
@@ -273,15 +320,15 @@ def adapt_step_size(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rn
         msg = (f"step_size='auto': every step tried during burn-in diverged ({', '.join(f'{h:.3g}' for h in tried)}); "
                "pass AutoStep(start=...) with a smaller first step")
         raise DivergenceError(msg, used, tried[0] if tried else math.nan)
-    bracketed = known(b + log_r) and known(b - log_r) and (
-        any(x > b for x in scores) or diverged_from() < math.inf) and any(x < b for x in scores)
+    bracketed = any(x < b for x in scores) and any(x > b for x in scores)   # a divergent step counts
     h_best = h0 * 10.0 ** b
     if not bracketed:
         msg = (f"step_size='auto' chose {h_best:.4g} at the edge of the steps it tried: burn_in={burn_in} "
                f"left too few windows of {window} iterations to bracket it; increase burn_in (or pass "
                "AutoStep(start=...) nearer the right step)")
         warnings.warn(msg, UserWarning, stacklevel=3)
-    state = best_state
+    state = live if live_is_best else sampler.init(init_rng, best_position, estimator)
+    passes += 0.0 if live_is_best else _init_passes(estimator, n_data)
     rest = burn_in - used
     if rest > 0:
         try:
