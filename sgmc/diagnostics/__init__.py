@@ -6,6 +6,7 @@ measure and improve a sample's fit to the target using only the scores grad log 
 (:func:`ess`, :func:`rhat`) measure mixing, and :func:`kl_gaussian`, :func:`gaussian_kl_from_samples`,
 :func:`log_loss`, :func:`predictive_log_lik` and :func:`mse` measure accuracy against a reference;
 :func:`zv_mean` estimates posterior means with zero-variance control variates.
+:func:`convergence_path` follows the error or KSD of a run against its cost (iterations, seconds, data passes).
 :func:`pseudo_variance` gives the exact expected squared error of a subsampled gradient estimator
 (Putcha et al. 2023).
 
@@ -13,6 +14,7 @@ The submodules are imported here, before their functions are bound, so ``sgmc.di
 ``sgmc.diagnostics.ksd`` stay the functions even after ``import sgmc.diagnostics.ess``.
 """
 
+from .cost_path import convergence_path
 from .ess import ess, hdi, mcse, rhat
 from .ksd import KSDByVariable, cumulative_ksd, ksd, ksd_by_variable, ksd_preconditioner
 from .metrics import gaussian_kl_from_samples, kl_gaussian, log_loss, mse, predictive_log_lik
@@ -42,4 +44,5 @@ __all__ = [
     "pseudo_variance",
     "zv_mean",
     "ZVMean",
+    "convergence_path",
 ]
