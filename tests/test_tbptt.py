@@ -25,6 +25,15 @@ from sgmc.rnn import (  # noqa: E402
 F64 = torch.float64
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One torch thread (the machine is shared); restored afterwards so no state leaks into other tests."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 def _lstm(seed=0, hidden=7, layers=2):
     torch.manual_seed(seed)
     return LSTMLanguageModel(8, embed_dim=5, hidden_dim=hidden, num_layers=layers, dtype=F64)

@@ -40,6 +40,7 @@ EXPERIMENTS: dict[str, str] = {
     "logistic-figures": "sgmc.experiments.logistic_figures",
     "bnn-mnist": "sgmc.experiments.bnn",
     "bpmf-movielens": "sgmc.experiments.bpmf",
+    "tbptt-copy": "sgmc.experiments.tbptt",
 }
 
 

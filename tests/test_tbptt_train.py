@@ -1,0 +1,116 @@
+"""Truncated BPTT training: argument errors, the training loop and the ``tbptt-copy`` reproduction (quick)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from sgmc.rnn import (  # noqa: E402
+    LinearRNN, LSTMLanguageModel, batchify, bptt_recursion, choose_truncation, copy_task, estimate_truncation,
+    fit_decay, lag_gradients, stream_gradients, train_tbptt, window_gradient,
+)
+
+F64 = torch.float64
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One torch thread (the machine is shared); restored afterwards so no state leaks into other tests."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def _linear():
+    return LinearRNN(0.5 * torch.eye(2, dtype=F64), torch.ones(2, 1, dtype=F64), torch.ones(1, 2, dtype=F64))
+
+
+def _xy(t=50, b=3):
+    return torch.ones(t, b, 1, dtype=F64), torch.zeros(t, b, 1, dtype=F64)
+
+
+@pytest.mark.parametrize(("call", "name"), [
+    (lambda m, x, y: estimate_truncation(m, x[:, 0], y[:, 0], delta=0.5, window=10, k_min=9, k_max=4), "k_min"),
+    (lambda m, x, y: estimate_truncation(m, x[:, 0], y[:, 0], delta=1.5, window=10), "delta"),
+    (lambda m, x, y: estimate_truncation(m, x[:, 0], y[:, 0], delta=0.0, window=10), "delta"),
+    (lambda m, x, y: estimate_truncation(m, x[:, 0], y[:, 0], delta=0.5, window=60), "window"),
+    (lambda m, x, y: choose_truncation(torch.zeros(10), 0.5, 5, 3, -1.0), "k_min"),
+    (lambda m, x, y: bptt_recursion(m, x, y, k1=2, k2=5), "k1"),
+    (lambda m, x, y: bptt_recursion(m, x, y, k1=80, k2=60), "k2"),
+    (lambda m, x, y: window_gradient(m, x, y[:-1], k1=4, k2=2), "targets"),
+    (lambda m, x, y: window_gradient(m, x, y, k1=4, k2=2, state=torch.zeros(3, 5, dtype=F64)), "state"),
+    (lambda m, x, y: next(stream_gradients(m, x, y, k=0)), "k"),
+    (lambda m, x, y: lag_gradients(m, x[:, 0], y[:, 0], torch.tensor([3, 20]), window=10), "starts"),
+    (lambda m, x, y: lag_gradients(m, x[:, 0], y[:, 0], torch.tensor([3.0]), window=1), "starts"),
+    (lambda m, x, y: fit_decay(torch.ones(5), tau=4), "tau"),
+    (lambda m, x, y: train_tbptt(m, (x[:, 0], y[:, 0]), k="adaptive", k_min=5, k_max=2, batch_size=2), "k_min"),
+    (lambda m, x, y: train_tbptt(m, (x[:, 0], y[:, 0]), k="adaptive", k0=1, k_min=2, batch_size=2), "k0"),
+    (lambda m, x, y: train_tbptt(m, (x[:, 0], y[:, 0]), k="fixed", batch_size=2), "k"),
+    (lambda m, x, y: train_tbptt(m, (x[:, 0], y[:, 0]), k=0, batch_size=2), "k"),
+    (lambda m, x, y: train_tbptt(m, (x[:, 0], y[:, 0]), k=3, optimizer="rmsprop", batch_size=2), "optimizer"),
+    (lambda m, x, y: train_tbptt(m, (x[:, 0], y[:, 0]), k=3, lr=-1.0, batch_size=2), "lr"),
+    (lambda m, x, y: train_tbptt(m, (x[:, 0], y[:, 0]), k=3, batch_size=40), "train inputs"),
+    (lambda m, x, y: train_tbptt(object(), (x[:, 0], y[:, 0]), k=3), "model"),
+    (lambda m, x, y: copy_task(100, m=(7, 3)), "m"),
+    (lambda m, x, y: batchify(torch.arange(3), 5), "seq"),
+    (lambda m, x, y: LSTMLanguageModel(1), "vocab_size"),
+    (lambda m, x, y: LinearRNN(torch.eye(2), torch.ones(3, 1), torch.ones(1, 2)), "W"),
+])
+def test_bad_arguments_raise_naming_the_argument(call, name):
+    x, y = _xy()
+    with pytest.raises((ValueError, TypeError), match=f"`{name}"):
+        call(_linear(), x, y)
+
+
+def test_nan_inputs_are_refused():
+    x, y = _xy()
+    x[3, 0, 0] = math.nan
+    with pytest.raises(ValueError, match="`x` must be finite"):
+        window_gradient(_linear(), x, y, k1=4, k2=2)
+
+
+def test_training_learns_and_records_the_adaptive_truncation():
+    g = torch.Generator().manual_seed(0)
+    task, valid = copy_task(2048, m=2, generator=g), copy_task(512, m=2, generator=g)
+    torch.manual_seed(0)
+    model = LSTMLanguageModel(task.n_symbols, embed_dim=6, hidden_dim=12, num_layers=1)
+    with torch.no_grad():
+        from sgmc.rnn import evaluate
+
+        before = evaluate(model, valid.inputs, valid.targets, 16)
+    res = train_tbptt(model, (task.inputs, task.targets), (valid.inputs, valid.targets), k="adaptive",
+                      delta=0.5, k0=4, k_min=2, k_max=40, window=12, n_starts=16, batch_size=16, lr=0.02,
+                      optimizer="adam", scale_lr=False, epochs=4, generator=torch.Generator().manual_seed(1))
+    assert res.epoch == [1, 2, 3, 4] and res.k[0] == 4
+    assert all(2 <= k <= 40 for k in res.k)
+    assert all(b > a for a, b in zip(res.wall_s, res.wall_s[1:]))
+    assert math.isnan(res.beta[0]) and all(math.isfinite(b) for b in res.beta[1:])
+    # half the outputs are blanks, which an LSTM learns within a few epochs: the loss drops well below log(8)
+    assert res.valid_loss[-1] < before - 0.5, (before, res.valid_loss)
+    assert res.best()["valid_loss"] == min(res.valid_loss)
+
+
+def test_reproduce_tbptt_copy_quick(tmp_path):
+    from sgmc.experiments import EXPERIMENTS, reproduce
+
+    assert EXPERIMENTS["tbptt-copy"] == "sgmc.experiments.tbptt"
+    before = torch.get_num_threads()
+    out = tmp_path / "copy"
+    result = reproduce("tbptt-copy", out, quick=True, progress=False, t_train=1024, t_eval=256, ks=(3,),
+                       deltas=(0.5,), epochs=2, max_time=30.0)
+    assert torch.get_num_threads() == before
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["size"] == "quick" and meta["experiment"] == "tbptt-copy"
+    for f in ("summary.md", "summary.csv", "ppl_vs_time.csv", "curve.csv"):
+        assert (out / f).exists(), f
+    rows = result["tables"]["summary"]["rows"]
+    assert [r[0] for r in rows] == ["K = 3", "delta = 0.5"]
+    for r in rows:
+        assert r[1] == 2 and 1.0 < r[4] < 8.0 and 1.0 < r[5] < 8.0  # perplexity of 8 symbols
+    curve = (out / "curve.csv").read_text().splitlines()
+    assert len(curve) == 1 + 4
