@@ -27,7 +27,7 @@ import time
 from typing import Any, Callable, NamedTuple, Sequence
 
 from . import backends
-from ._array_api import Array, array_namespace, device_of
+from ._array_api import Array, array_namespace, at, device_of
 from .samplers._fused import plan as fused_plan
 
 __all__ = ["ChainsResult", "ChainsProgress", "DivergenceError", "run_chains", "step_stats", "check_diverged"]
@@ -244,11 +244,12 @@ def run_chains(
                 while j + run < n_keep and kept[j + run] < end and kept[j + run] == kept[j] + run:
                     run += 1
                 a = kept[j] - k
-                draws[:, j:j + run, :] = xp.permute_dims(blk.positions[a:a + run, ...], (1, 0, 2))
+                rows = (slice(None), slice(j, j + run), slice(None))
+                draws = at(draws, rows).set(xp.permute_dims(blk.positions[a:a + run, ...], (1, 0, 2)))
                 for i in range(run) if full else ():
-                    grads[:, j + i, :] = score(blk.positions[a + i, ...])
+                    grads = at(grads, (slice(None), j + i, slice(None))).set(score(blk.positions[a + i, ...]))
                 if store_grads and not full:
-                    grads[:, j:j + run, :] = xp.permute_dims(blk.grads[a:a + run, ...], (1, 0, 2))
+                    grads = at(grads, rows).set(xp.permute_dims(blk.grads[a:a + run, ...], (1, 0, 2)))
                 j += run
             if callback is not None:
                 callback(k, state)
@@ -281,11 +282,11 @@ def run_chains(
                 err.partial = partial(k, None, j)
                 raise
             if k == next_keep:
-                draws[:, j, :] = state.position
+                draws = at(draws, (slice(None), j, slice(None))).set(state.position)
                 if full:
-                    grads[:, j, :] = score(state.position)
+                    grads = at(grads, (slice(None), j, slice(None))).set(score(state.position))
                 elif store_grads:
-                    grads[:, j, :] = state.grad
+                    grads = at(grads, (slice(None), j, slice(None))).set(state.grad)
                 j += 1
                 next_keep = kept[j] if j < n_keep else n_iter
             if callback is not None:

@@ -38,7 +38,7 @@ import math
 from typing import Any
 
 from .. import backends
-from .._array_api import Array
+from .._array_api import Array, at
 from .._validation import check_choice, check_int, check_positive
 from .base import EstimateInfo, Estimator, _check_subsampling
 
@@ -178,7 +178,7 @@ class KDPP:
             a, b = logE[lm, m - 1], logE[lm, m]
             ratio = hx.where(hx.isfinite(b), hx.exp(hx.where(hx.isfinite(b), a - b, hx.zeros_like(b))), hx.zeros_like(b))
             take = active & (u[:, m - 1] >= ratio)
-            chosen[:, m - 1] = take
+            chosen = at(chosen, (slice(None), m - 1)).set(take)
             left = left - hx.astype(take, hx.int64)
         out = hx.zeros((size, k), dtype=hx.int64)
         for s in range(size):
@@ -188,7 +188,7 @@ class KDPP:
                 cdf = hx.cumulative_sum(p)
                 i = int(hx.searchsorted(cdf, u[s, n + j] * cdf[-1], side="right"))
                 i = min(i, n - 1)
-                out[s, j] = i
+                out = at(out, (s, j)).set(i)
                 if V.shape[1] == 1:
                     break
                 c = int(hx.argmax(hx.abs(V[i, :])))
