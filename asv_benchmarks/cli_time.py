@@ -7,7 +7,13 @@ round. Configurations:
 
 * ``one core``: the command under ``taskset -c CORE`` (``--core``, default 1) with
   ``OPENBLAS_NUM_THREADS=1`` (and the other one-thread switches);
-* ``all cores``: the command as a user types it, with the library's default threads.
+* ``all cores, as typed``: the command as a user types it (it limits BLAS to one thread itself, with
+  threadpoolctl);
+* ``all cores, N BLAS threads``: the same with ``SGMC_BLAS_THREADS`` set to the core count, the BLAS
+  libraries' default, to show whether the limit pays.
+
+CPU time is reported beside wall time: on a machine shared with other work the wall time grows with
+the load, the CPU time much less.
 
 The table goes to ``docs/results/cli_time.json``, which README.md renders.
 
@@ -32,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from docs._results import write_results  # noqa: E402  (imported first: it records the load at start)
 from _pinning import ONE_THREAD_ENV  # noqa: E402
+from sgmc.cli import BLAS_THREAD_VARS  # noqa: E402
 
 
 def run_once(cmd: list[str], env: dict) -> tuple[float, float]:
@@ -61,7 +68,11 @@ def main() -> int:
         return 2
     base = [sgmc_cmd, "run"] + (["--quick"] if args.quick else [])
     taskset = shutil.which("taskset")
-    configs = {"all cores, default threads": (base, dict(os.environ))}
+    # sgmc run limits BLAS to one thread itself (threadpoolctl); SGMC_BLAS_THREADS sets another count
+    plain = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARS}
+    configs = {"all cores, as typed (sgmc run's own one BLAS thread)": (base, plain),
+               f"all cores, {os.cpu_count()} BLAS threads (SGMC_BLAS_THREADS={os.cpu_count()})":
+               (base, dict(plain, SGMC_BLAS_THREADS=str(os.cpu_count())))}
     if taskset:
         configs[f"one core (taskset -c {args.core}), one BLAS thread"] = (
             [taskset, "-c", str(args.core), *base], dict(os.environ, **ONE_THREAD_ENV))

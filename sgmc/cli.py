@@ -683,7 +683,41 @@ def _save_traces(args, problem: _Problem, results: dict, paths: dict, settings: 
     return written
 
 
+#: Environment variables that set a BLAS pool's size; where one is set, ``sgmc run`` leaves the pools alone.
+BLAS_THREAD_VARS = ("SGMC_BLAS_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _blas_threads() -> Any:
+    """A context that runs ``sgmc run`` with one BLAS thread, or ``SGMC_BLAS_THREADS`` threads.
+
+    The run's matrix products are small (a minibatch, or N x d with d around 10): a second thread
+    costs more in hand-offs than it saves, and on a loaded machine threads that wait for each other
+    lose badly (asv_benchmarks/cli_time.py times both). Needs threadpoolctl; without it, or with one of
+    the thread variables of the BLAS libraries set, nothing changes.
+    """
+    import contextlib
+
+    want = os.environ.get("SGMC_BLAS_THREADS")
+    if want is None and any(v in os.environ for v in BLAS_THREAD_VARS):
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    try:
+        n = max(1, int(want)) if want is not None else 1
+    except ValueError:
+        msg = f"SGMC_BLAS_THREADS must be a positive integer; got {want!r}"
+        raise ValueError(msg) from None
+    return threadpool_limits(limits=n, user_api="blas")
+
+
 def _command_run(args) -> int:
+    with _blas_threads():
+        return _run_command(args)
+
+
+def _run_command(args) -> int:
     cfg = QUICK if args.quick else FULL
     samplers = _split_names(args.sampler, CLI_SAMPLERS, "--sampler", ["sgld"])
     estimators = _split_names(args.estimator, CLI_ESTIMATORS, "--estimator",

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _numba_fused
+
 __all__ = ["available", "natives", "set_enabled"]
 
 _GLM_KINDS = {"logistic": 0, "linear": 1}
@@ -233,6 +235,7 @@ def natives() -> dict:
 
     return {
         **ssm_natives(_ON),  # "hmm_messages", "kalman_stats": the exact recursions of sgmc.ssm
+        **_numba_fused.natives(_ON),  # "glm_fused_block": blocks of GLM sampler iterations (sgmc.samplers._fused)
         "subsample": subsample,
         "glm_grad_log_lik_sum": glm_grad_log_lik_sum,
         "glm_grad_log_lik_diff_sum": glm_grad_log_lik_diff_sum,
