@@ -16,8 +16,8 @@ exponential family with one site term ``f~_j`` per datum. One site update (App. 
 
 :func:`ep_sweep` does optional full EP passes without resampling, vectorised over all sites (parallel
 EP: every cavity from the current ``q``). A model supplies ``prior(K)``, ``log_predictive(cav, i)``
-(arrays with a leading cluster axis), ``tilted_site(cav, idx)`` (a leading site axis) and its
-data size ``n_data``; see :class:`~sgmc.clustering.timeseries.TimeSeriesClusterModel` and
+(arrays with a leading cluster axis), ``tilted_site(cav, idx)`` (a leading site axis),
+``proper(q)`` (which approximations are proper distributions) and its data size ``n_data``; see :class:`~sgmc.clustering.timeseries.TimeSeriesClusterModel` and
 :class:`~sgmc.clustering.student_t.StudentTMixtureModel`. When every site is exactly in the family
 (Gaussian likelihoods under a normal-inverse-Wishart family, or independent time steps in the time
 series model), EP is exact and the sampler is the exact collapsed Gibbs sampler, which leaves
@@ -47,12 +47,15 @@ class EPGibbsState(NamedTuple):
         Natural parameters of every cluster approximation (prior plus its sites).
     sites : tuple of arrays, each (N, ...)
         Natural parameters of every site term.
+    skipped : int
+        Site updates skipped so far because the datum's cavity was not a proper distribution.
     """
 
     z: Array
     counts: Array
     q: tuple
     sites: tuple
+    skipped: int = 0
 
 
 def check_assignments(xp: Any, z: Any, n: int, K: int, device: Any = None) -> Array:
@@ -119,12 +122,38 @@ def ep_sweep(model: Any, state: EPGibbsState, damping: float = 1.0) -> EPGibbsSt
     K = state.counts.shape[0]
     cav = tuple(xp.take(q, state.z, axis=0) - s for q, s in zip(state.q, state.sites))
     new = model.tilted_site(cav, xp.arange(state.z.shape[0], device=state.z.device))
+    ok = model.proper(cav)  # sites whose cavity is improper keep their old value
+    new = tuple(xp.where(xp.reshape(ok, (-1,) + (1,) * (n.ndim - 1)), n, s) for n, s in zip(new, state.sites))
     sites = tuple(damping * n + (1.0 - damping) * s for n, s in zip(new, state.sites))
-    return state._replace(sites=sites, q=_assemble(xp, model, state.z, K, sites))
+    q = _assemble(xp, model, state.z, K, sites)
+    good = model.proper(q)  # clusters the pass would make improper keep their old sites and q
+    if not bool(xp.all(good)):
+        keep = xp.take(good, state.z, axis=0)
+        sites = tuple(xp.where(xp.reshape(keep, (-1,) + (1,) * (n.ndim - 1)), n, s) for n, s in zip(sites, state.sites))
+        q = _assemble(xp, model, state.z, K, sites)
+    return state._replace(sites=sites, q=q)
+
+
+def _site_update(xp, model, state, i):
+    """Re-match site ``i`` in its current cluster (no resampling); skipped if its cavity is improper."""
+    K = state.counts.shape[0]
+    old = state.z[i : i + 1]
+    e = xp.reshape(onehot(xp, old, K, state.counts.dtype), (K,))
+    cav_k = tuple(xp.take(q, old, axis=0) - s[i : i + 1] for q, s in zip(state.q, state.sites))
+    if not bool(model.proper(cav_k)[0]):
+        return state._replace(skipped=state.skipped + 1)
+    site = model.tilted_site(cav_k, xp.asarray([i], device=state.z.device))
+    q = tuple(qq + xp.reshape(e, (K,) + (1,) * (qq.ndim - 1)) * (c + s - qk)
+              for qq, c, s, qk in zip(state.q, cav_k, site, (xp.take(q, old, axis=0) for q in state.q)))
+    sel = xp.arange(state.z.shape[0], device=state.z.device) == i
+    sites = tuple(xp.where(xp.reshape(sel, (-1,) + (1,) * (s.ndim - 1)), n, s) for s, n in zip(state.sites, site))
+    return state._replace(q=q, sites=sites)
 
 
 def ep_init(model: Any, z: Any, K: int, passes: int = 1) -> EPGibbsState:
-    """EP state for assignments ``z``: sites from ``passes`` parallel EP passes starting at the prior.
+    """EP state for assignments ``z``: one sequential pass adding the data one at a time (assumed
+    density filtering, so every intermediate approximation is a proper moment-matched one), then
+    ``passes - 1`` parallel EP passes.
 
     Parameters
     ----------
@@ -136,7 +165,7 @@ def ep_init(model: Any, z: Any, K: int, passes: int = 1) -> EPGibbsState:
     K : int
         Number of clusters, at least 1.
     passes : int
-        Parallel EP passes (at least 1).
+        Passes over the data (at least 1): the first sequential, the others parallel.
     """
     K = check_int(K, "K", minimum=1)
     passes = check_int(passes, "passes", minimum=1)
@@ -146,7 +175,9 @@ def ep_init(model: Any, z: Any, K: int, passes: int = 1) -> EPGibbsState:
     sites = tuple(xp.zeros((model.n_data,) + tuple(p.shape[1:]), dtype=p.dtype, device=model.device) for p in prior)
     counts = xp.sum(onehot(xp, z, K, prior[0].dtype), axis=0)
     state = EPGibbsState(z, counts, _assemble(xp, model, z, K, sites), sites)
-    for _ in range(passes):
+    for i in range(model.n_data):
+        state = _site_update(xp, model, state, i)
+    for _ in range(passes - 1):
         state = ep_sweep(model, state)
     return state
 
@@ -155,6 +186,9 @@ def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float) -> 
     """Resample ``z_i`` by the EP approximate collapsed conditional and update its site (steps 1-5).
 
     Returns the new state and the log conditional probabilities (K,) the draw used (normalised).
+    When the cavity of ``i``'s cluster is not a proper distribution (stale sites of a non-Gaussian
+    model can do that), ``z_i`` and its site are left as they are, the state's ``skipped`` count
+    grows by one and the log probabilities are returned as NaN.
     """
     xp = model.xp
     K = state.counts.shape[0]
@@ -162,6 +196,8 @@ def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float) -> 
     old = state.z[i : i + 1]
     e_old = onehot(xp, old, K, dtype)  # (1, K)
     cav = tuple(q - xp.reshape(e_old, (K,) + (1,) * (q.ndim - 1)) * s[i : i + 1] for q, s in zip(state.q, state.sites))
+    if not bool(model.proper(tuple(xp.take(c, old, axis=0) for c in cav))[0]):
+        return state._replace(skipped=state.skipped + 1), xp.full((K,), xp.nan, dtype=dtype, device=state.z.device)
     counts = state.counts - e_old[0]
     logits = collapsed_log_prior(xp, counts, alpha) + model.log_predictive(cav, i)
     new = draw_from_logits(rng, logits, xp)
@@ -172,7 +208,7 @@ def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float) -> 
     sel = xp.reshape(xp.arange(state.z.shape[0], device=state.z.device) == i, (-1,))
     sites = tuple(xp.where(xp.reshape(sel, (-1,) + (1,) * (s.ndim - 1)), n, s) for s, n in zip(state.sites, site))
     z = xp.where(sel, new, state.z)
-    return EPGibbsState(z, counts + e_new[0], q, sites), logits - log_normaliser(xp, logits)
+    return EPGibbsState(z, counts + e_new[0], q, sites, state.skipped), logits - log_normaliser(xp, logits)
 
 
 def ep_gibbs_sweep(rng: Any, model: Any, state: EPGibbsState, alpha: float = 1.0, *,

@@ -5,8 +5,8 @@
 posterior by a NIW (:mod:`sgmc.clustering.niw`), so that
 
 * the approximate collapsed term (Eq. 5.6) is the 1-D integral over ``u`` of the NIW predictive
-  (a multivariate t, Eq. C.4), computed by generalised Gauss-Laguerre quadrature in ``u`` for the
-  Gamma(nu/2, nu/2) weight (the thesis uses a Riemann sum; the Gauss rule needs fewer nodes);
+  (a multivariate t, Eq. C.4), computed by a Riemann sum on an equally spaced grid in ``log u``
+  (:func:`gamma_nodes`);
 * the tilted distribution is a mixture over the nodes of NIWs, each the cavity updated by
   ``(u_j, u_j y, u_j y y^T, 1)`` (a rank-one change of ``Psi``, inverted by Sherman-Morrison), whose
   expected sufficient statistics ``E[Sigma^-1] = nu Psi^-1``, ``E[Sigma^-1 mu] = nu Psi^-1 m``,
@@ -16,9 +16,9 @@ posterior by a NIW (:mod:`sgmc.clustering.niw`), so that
   the 1-D root of ``psi_d(nu/2) - d log(nu/2) = E[log|Sigma^-1|] - log|A|`` (increasing in ``nu``;
   safeguarded Newton).
 
-A matched site must keep every cavity proper: its ``Psi`` part is floored (see ``_safe``), and a site
-with ``kappa <= 0`` or ``nu <= 0`` is replaced by the Gaussian site at the tilted mean of ``u``,
-``(u_bar, u_bar y, u_bar y y^T, 1)``.
+A matched site with ``kappa <= 0`` or ``nu <= 0`` is replaced by the Gaussian site at the tilted mean
+of ``u``, ``(u_bar, u_bar y, u_bar y y^T, 1)``; a datum whose cavity is not a proper NIW is skipped
+by the sampler (see :func:`~sgmc.clustering.ep_gibbs.ep_step`).
 With ``nu=None`` the emissions are Gaussian, the sites are exact and EP is exact collapsed Gibbs.
 
 >>> import numpy as np
@@ -43,29 +43,28 @@ __all__ = ["StudentTMixtureModel", "gamma_nodes", "match_niw", "simulate_student
 _LOG2 = math.log(2.0)
 
 
-def gamma_nodes(xp: Any, nu: float, n_nodes: int, dtype: Any, device: Any = None) -> tuple[Array, Array]:
-    """Nodes ``u_j`` and log-weights of the ``n_nodes``-point Gauss rule for ``Gamma(u | nu/2, nu/2)``.
+def gamma_nodes(xp: Any, nu: float, dtype: Any, device: Any = None, resolution: float = 1.0) -> tuple[Array, Array]:
+    """Nodes ``u_j`` and log-weights of a Riemann (trapezoid) sum for ``Gamma(u | nu/2, nu/2)`` in ``log u``.
 
-    Golub-Welsch on the generalised Laguerre recurrence with ``alpha = nu/2 - 1``; ``u = 2 x / nu``.
-    The weights sum to one.
+    In ``s = log u`` the integrand ``Gamma(e^s) e^s f(e^s)`` is smooth and decays exponentially at both
+    ends, so an equally spaced sum converges fast. With ``a = nu / 2`` and ``sd = sqrt(2 / nu)`` the
+    grid spans ``s`` from ``min(-40 / a, log(1 - 12 sd))`` (the Gamma density there is below ``e^-40``
+    of its peak, room for outliers that favour small ``u``) to ``log(1 + 12 sd + 80 / nu)``, with
+    spacing ``0.25 / sqrt(a)`` (``0.5`` for ``a < 1``) divided by ``resolution``: a fraction of the
+    width of the peak in ``s``.
     """
-    al = 0.5 * nu - 1.0
-    J = n_nodes
-    rows = []
-    for i in range(J):
-        row = [0.0] * J
-        row[i] = 2.0 * i + al + 1.0
-        if i > 0:
-            row[i - 1] = math.sqrt(i * (i + al))
-        if i + 1 < J:
-            row[i + 1] = math.sqrt((i + 1) * (i + 1 + al))
-        rows.append(row)
-    x, V = xp.linalg.eigh(xp.asarray(rows, dtype=xp.float64, device=device))
-    w = V[0, :] * V[0, :]
-    w = w / xp.sum(w)
-    keep = w > 0
-    u = xp.astype(2.0 * x[keep] / nu, dtype)
-    return u, xp.astype(xp.log(w[keep]), dtype)
+    a = 0.5 * nu
+    sd = math.sqrt(2.0 / nu)
+    s_lo = -40.0 / a if 12.0 * sd >= 1.0 else min(-40.0 / a, math.log(1.0 - 12.0 * sd))
+    s_hi = math.log(1.0 + 12.0 * sd + 80.0 / nu)
+    h = (0.25 / math.sqrt(a) if a >= 1.0 else 0.5) / resolution
+    J = int(math.ceil((s_hi - s_lo) / h)) + 1
+    h = (s_hi - s_lo) / (J - 1)
+    s_grid = [s_lo + j * h for j in range(J)]
+    # log of h * Gamma(u | a, rate a) * u (the Jacobian of s = log u); trapezoid ends are negligible
+    logw = [math.log(h) + a * math.log(a) - math.lgamma(a) + a * s - a * math.exp(s) for s in s_grid]
+    u = xp.asarray([math.exp(s) for s in s_grid], dtype=dtype, device=device)
+    return u, xp.asarray(logw, dtype=dtype, device=device)
 
 
 def match_niw(A: Array, b: Array, c: Array, e: Array, nu_guess: Array, tol: float = 1e-13, max_iter: int = 100,
@@ -119,12 +118,12 @@ class StudentTMixtureModel:
         Prior degrees of freedom of the inverse-Wishart (> d - 1; default d + 2).
     Psi0 : array (d, d), optional
         Prior scale matrix (positive definite; default identity).
-    n_nodes : int
-        Quadrature nodes for the integral over ``u`` (at least 1).
+    resolution : float
+        Density of the grid in ``log u`` for the integral over ``u``, relative to the default (> 0).
     """
 
     def __init__(self, y: Array, nu: Any = 5.0, *, mu0: Any = None, kappa0: float = 0.1, nu0: Any = None,
-                 Psi0: Any = None, n_nodes: int = 32):
+                 Psi0: Any = None, resolution: float = 1.0):
         xp = array_namespace(y)
         if getattr(y, "ndim", None) != 2 or y.shape[0] < 1 or y.shape[1] < 1:
             msg = f"`y` must be a 2-D array (N points, d dimensions) with N, d >= 1; got shape {tuple(getattr(y, 'shape', ()))}"
@@ -156,18 +155,18 @@ class StudentTMixtureModel:
         if tuple(Psi0.shape) != (d, d) or not bool(xp.all(xp.linalg.eigvalsh(0.5 * (Psi0 + Psi0.T)) > 0)):
             msg = f"`Psi0` must be a positive definite ({d}, {d}) matrix"
             raise ValueError(msg)
-        if isinstance(n_nodes, bool) or not isinstance(n_nodes, int) or n_nodes < 1:
-            msg = f"`n_nodes` must be an int >= 1; got {n_nodes!r}"
+        if isinstance(resolution, bool) or not (isinstance(resolution, (int, float)) and math.isfinite(resolution)
+                                                and resolution > 0):
+            msg = f"`resolution` must be a positive number (grid points per unit of the default spacing); got {resolution!r}"
             raise ValueError(msg)
         self.xp, self.device, self.dtype = xp, dev, dtype
         self.y, self.n_data, self.d, self.nu = y, N, d, nu
         self.mu0, self.kappa0, self.nu0, self.Psi0 = mu0, float(kappa0), nu0, Psi0
-        self._psi_floor = float(xp.linalg.eigvalsh(0.5 * (Psi0 + Psi0.T))[0]) / (N + 1.0)
         if nu is None:
             self.u_nodes = xp.ones((1,), dtype=dtype, device=dev)
             self.log_w = xp.zeros((1,), dtype=dtype, device=dev)
         else:
-            self.u_nodes, self.log_w = gamma_nodes(xp, nu, n_nodes, dtype, dev)
+            self.u_nodes, self.log_w = gamma_nodes(xp, nu, dtype, dev, resolution)
 
     def prior(self, K: int) -> tuple:
         """Additive NIW coordinates of the prior for ``K`` clusters."""
@@ -190,6 +189,18 @@ class StudentTMixtureModel:
 
     def tilted_site(self, cav: tuple, idx: Array) -> tuple:
         """New sites (additive NIW coordinates, leading axis B) of data ``idx`` (B,) by moment matching."""
+        xp = self.xp
+        A, b, c, ev, nuj, ubar = self.tilted_moments(cav, idx)
+        matched = match_niw(A, b, c, ev, nuj, xp=xp)
+        site = tuple(mt - cv for mt, cv in zip(matched, cav))
+        return self._safe(site, ubar, xp.take(self.y, idx, axis=0))
+
+    def tilted_moments(self, cav: tuple, idx: Array) -> tuple:
+        """Expected NIW statistics under the tilted distributions of data ``idx`` (B,) (App. C.1.4).
+
+        Returns ``E[Sigma^-1]`` (B, d, d), ``E[Sigma^-1 mu]`` (B, d), ``E[mu^T Sigma^-1 mu]`` (B,),
+        ``E[log|Sigma^-1|]`` (B,), the nodes' common ``nu`` (B,) and the tilted mean of ``u`` (B,).
+        """
         xp = self.xp
         d = self.d
         y = xp.take(self.y, idx, axis=0)  # (B, d)
@@ -217,35 +228,23 @@ class StudentTMixtureModel:
         _, logdet = xp.linalg.slogdet(Psi)
         ldj = logdet[:, None] + xp.log1p(beta * r[:, None])
         ev = multidigamma(0.5 * nuj, d, xp) + d * _LOG2 - xp.sum(pi * ldj, axis=1)
-        matched = match_niw(A, b, c, ev, nuj, xp=xp)
-        site = tuple(mt - cv for mt, cv in zip(matched, cav))
-        ubar = xp.sum(pi * u, axis=1)
-        return self._safe(site, ubar, y)
+        return A, b, c, ev, nuj, xp.sum(pi * u, axis=1)
+
+    def proper(self, q: tuple) -> Array:
+        """Whether each NIW (leading axis) is proper: ``kappa > 0``, ``nu > d - 1``, ``Psi`` positive definite."""
+        xp = self.xp
+        kappa, _, Psi, nu = to_params(q)
+        lam = xp.linalg.eigvalsh(0.5 * (Psi + xp.matrix_transpose(Psi)))[:, 0]
+        return (kappa > 0) & (nu > self.d - 1) & (lam > 0) & xp.isfinite(lam)
 
     def _safe(self, site: tuple, ubar: Array, y: Array) -> tuple:
-        """Sites that keep every cavity proper.
-
-        Every cavity is the prior plus a subset of at most ``N`` sites, and its ``Psi`` is at least
-        the sum of the prior's and the sites' ``Psi`` parts (``S - h h^T / kappa``, by Cauchy-Schwarz).
-        So a site's ``Psi`` part is floored at ``-lambda_min(Psi_0) / (N + 1)`` (eigenvalues clipped),
-        which keeps every cavity's ``Psi`` positive definite; a site with ``kappa <= 0`` or ``nu <= 0``
-        becomes the Gaussian site at the tilted mean of ``u``.
-        """
+        """A site with ``kappa <= 0``, ``nu <= 0`` or non-finite entries becomes the Gaussian site at ``u_bar``."""
         xp = self.xp
         ks, hs, Ss, ns = site
-        kpos = xp.where(ks > 0, ks, xp.ones_like(ks))
-        hh = (hs[:, :, None] * hs[:, None, :]) / kpos[:, None, None]
-        Psi_s = Ss - hh
-        Psi_s = 0.5 * (Psi_s + xp.matrix_transpose(Psi_s))
         finite = (xp.isfinite(ks) & xp.isfinite(ns) & xp.all(xp.isfinite(hs), axis=1)
-                  & xp.all(xp.isfinite(xp.reshape(Psi_s, (Psi_s.shape[0], -1))), axis=1))
+                  & xp.all(xp.isfinite(xp.reshape(Ss, (Ss.shape[0], -1))), axis=1))
         ok = finite & (ks > 0) & (ns > 0)
-        Psi_s = xp.where(ok[:, None, None], Psi_s, xp.zeros_like(Psi_s))
-        w, V = xp.linalg.eigh(Psi_s)
-        w = xp.clip(w, min=-self._psi_floor)
-        Ss = (V * w[:, None, :]) @ xp.matrix_transpose(V) + hh
         fb = (ubar, ubar[:, None] * y, ubar[:, None, None] * (y[:, :, None] * y[:, None, :]), xp.ones_like(ubar))
-        site = (ks, hs, Ss, ns)
         return tuple(xp.where(xp.reshape(ok, (-1,) + (1,) * (s.ndim - 1)), s, f) for s, f in zip(site, fb))
 
 

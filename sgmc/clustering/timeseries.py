@@ -204,6 +204,10 @@ class TimeSeriesClusterModel:
         site_h = mean / var - h
         return site_P, site_h
 
+    def proper(self, q: tuple) -> Array:
+        """Whether each diagonal Gaussian (leading axis) has positive precisions."""
+        return self.xp.all(q[0] > 0, axis=-1)
+
     def naive_log_lik(self, eta: Array) -> Array:
         """``log p(y_i | z_i = k, eta)`` for every series and cluster (Eq. C.5): array (N, K)."""
         xp = self.xp
