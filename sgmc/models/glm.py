@@ -16,6 +16,7 @@ from .._array_api import Array, device_of
 from .._dispatch import native
 from .._param_names import check_param_names, column_names
 from .._validation import check_positive
+from .._blocks import RowSource, is_out_of_core, out_of_core_design, row_blocks
 from .base import Model, take_rows, validate_design
 
 __all__ = ["LinearRegression", "LogisticRegression"]
@@ -43,8 +44,11 @@ class _GLM(Model):
 
     def __init__(self, X: Any, y: Any, prior_var: float = 10.0, *, backend: Any = None, param_names: Any = None):
         names = column_names(X) if param_names is None else param_names
-        xp, X, y, dtype = validate_design(X, y, backend=backend)
-        super().__init__(X.shape[0], X.shape[1], xp, dtype, device=device_of(X))
+        if is_out_of_core(X):  # memmap, zarr or Dask: rows read when needed, full passes in blocks
+            xp, X, y, dtype = out_of_core_design(X, y, backend=backend)
+        else:
+            xp, X, y, dtype = validate_design(X, y, backend=backend)
+        super().__init__(X.shape[0], X.shape[1], xp, dtype, device=device_of(y))
         self.param_names = check_param_names(names, self.dim, prefix="beta")
         self.X = X
         self.y = y
@@ -54,7 +58,7 @@ class _GLM(Model):
     def _moved(self, backend: Any) -> None:
         # called by sgmc.backends.move as well: chain blocking pays on CPUs only
         contiguous = native(self.xp, "contiguous")  # a backend's C-order copy, made once, not per call
-        if contiguous is not None:
+        if contiguous is not None and not isinstance(self.X, RowSource):
             self.X, self.y = contiguous(self.X), contiguous(self.y)
         if not backend.on_cpu(self.device):
             self.block_elements = None
@@ -70,27 +74,55 @@ class _GLM(Model):
     def grad_log_prior(self, theta: Array) -> Array:
         return -theta / self.prior_var
 
+    def _rows(self, flat: Array) -> Array:
+        """Rows ``X[flat]``: a gather, or for data on disk a read of those rows only (sgmc._blocks)."""
+        if isinstance(self.X, RowSource):
+            return self.xp.asarray(self.X.take(backends.to_numpy(flat)), dtype=self.dtype)
+        return self.xp.take(self.X, flat, axis=0)
+
+    def _streamed(self, theta: Array, fn: Any, combine: str) -> Array:
+        """A full-data ``fn(theta, idx)`` over blocks of rows of data on disk: summed, or concatenated."""
+        xp, chains = self.xp, theta.shape[0]
+        parts = []
+        for start, stop in row_blocks(self.n_data, max(1, self.X.block_rows // chains)):
+            idx = xp.broadcast_to(xp.arange(start, stop, dtype=xp.int64)[None, :], (chains, stop - start))
+            parts.append(fn(theta, idx))
+        if combine == "sum":
+            out = parts[0]
+            for p in parts[1:]:
+                out = out + p
+            return out
+        return xp.concat(parts, axis=1)
+
     def _linear(self, theta: Array, idx: Array | None):
         if idx is None:
             return theta @ self.X.T, self.y[None, :], None
         xp = self.xp
         # One flat index serves both gathers; the rows are gathered once and reused for the gradient.
         flat = xp.reshape(idx, (-1,))
-        Xb = xp.reshape(xp.take(self.X, flat, axis=0), (*idx.shape, self.dim))
+        Xb = xp.reshape(self._rows(flat), (*idx.shape, self.dim))
         y = xp.reshape(xp.take(self.y, flat, axis=0), idx.shape)
         return (Xb @ theta[..., None])[..., 0], y, Xb
 
     def log_lik(self, theta: Array, idx: Array | None = None) -> Array:
+        if idx is None and isinstance(self.X, RowSource):
+            return self._streamed(theta, self.log_lik, "concat")
         eta, y, _ = self._linear(theta, idx)
         return self._terms(eta, y, want=(True, False, False))[0]
 
     def grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
+        if idx is None and isinstance(self.X, RowSource):
+            return self._streamed(theta, self.grad_log_lik, "concat")
         eta, y, Xb = self._linear(theta, idx)
         r = self._terms(eta, y, want=(False, True, False))[1]
         Xb = self.X[None, ...] if Xb is None else Xb
         return r[..., None] * Xb
 
     def grad_log_lik_sum(self, theta: Array, idx: Array | None = None, weights: Array | None = None) -> Array:
+        if isinstance(self.X, RowSource):
+            if idx is None:
+                return self._streamed(theta, lambda t, i: self._grad_log_lik_sum(t, i, None), "sum")
+            return self._grad_log_lik_sum(theta, idx, weights)
         if idx is not None and self._native_kind:
             # a backend's fused gather-and-reduce (a CUDA kernel on CuPy, compiled loops on NumPy with
             # Numba), on all chains at once; the blocked array-API code below is its twin
@@ -128,7 +160,7 @@ class _GLM(Model):
 
         Blocked over chains like :meth:`grad_log_lik_sum`.
         """
-        if self._native_kind:
+        if self._native_kind and not isinstance(self.X, RowSource):
             # a backend's fused two-point gather-and-reduce (compiled CPU loops); the code below is its twin
             fast = native(self.xp, "glm_grad_log_lik_diff_sum")
             if fast is not None:
@@ -151,7 +183,7 @@ class _GLM(Model):
     def _grad_diff_sum(self, theta: Array, centre: Array, idx: Array, weights: Array | None) -> Array:
         xp = self.xp
         flat = xp.reshape(idx, (-1,))
-        Xb = xp.reshape(xp.take(self.X, flat, axis=0), (*idx.shape, self.dim))
+        Xb = xp.reshape(self._rows(flat), (*idx.shape, self.dim))
         # Both points' linear predictors from the same gathered rows (two matrix-vector products: on
         # OpenBLAS they beat one product against (theta, centre) stacked, whose second dimension is 2).
         eta = (Xb @ theta[..., None])[..., 0]
@@ -166,6 +198,8 @@ class _GLM(Model):
 
     def log_posterior_and_grad(self, theta: Array) -> tuple[Array, Array]:
         # One pass over the data for both: eta = X theta feeds log f and its derivative.
+        if isinstance(self.X, RowSource):
+            return super().log_posterior_and_grad(theta)
         xp = self.xp
         eta = theta @ self.X.T
         logf, r, _ = self._terms(eta, self.y[None, :], want=(True, True, False))
@@ -173,6 +207,8 @@ class _GLM(Model):
         return logp, self.grad_log_prior(theta) + r @ self.X
 
     def hess_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
+        if idx is None and isinstance(self.X, RowSource):
+            return self._streamed(theta, self.hess_log_lik, "concat")
         eta, y, Xb = self._linear(theta, idx)
         w = self._terms(eta, y, want=(False, False, True))[2]
         Xb = self.X[None, ...] if Xb is None else Xb
@@ -181,6 +217,12 @@ class _GLM(Model):
 
     def lipschitz(self, idx: Array | None = None) -> Array:
         xp = self.xp
+        if isinstance(self.X, RowSource):  # data on disk: the rows asked for, or all of them in blocks
+            if idx is not None:
+                rows = self._rows(xp.reshape(idx, (-1,)))
+                return xp.reshape(xp.sum(rows * rows, axis=-1), idx.shape) * self._eta_curvature
+            parts = [xp.sum(xp.asarray(b) ** 2, axis=-1) for _, _, b in self.X.blocks()]
+            return xp.concat(parts, axis=0) * self._eta_curvature
         sq = xp.sum(self.X * self.X, axis=-1) * self._eta_curvature
         return sq if idx is None else take_rows(xp, sq, idx)
 
@@ -240,10 +282,17 @@ class LinearRegression(_GLM):
         """Closed-form posterior mean ``(dim,)`` and covariance ``(dim, dim)``."""
         xp = self.xp
         eye = xp.eye(self.dim, dtype=self.dtype, device=self.device)
-        prec = self.X.T @ self.X / self.noise_var + eye / self.prior_var
+        if isinstance(self.X, RowSource):  # X^T X and X^T y over blocks of rows read from disk
+            xtx, xty = xp.zeros((self.dim, self.dim), dtype=self.dtype), xp.zeros((self.dim,), dtype=self.dtype)
+            for start, stop, rows in self.X.blocks():
+                b = xp.asarray(rows, dtype=self.dtype)
+                xtx, xty = xtx + b.T @ b, xty + b.T @ self.y[start:stop]
+        else:
+            xtx, xty = self.X.T @ self.X, self.X.T @ self.y
+        prec = xtx / self.noise_var + eye / self.prior_var
         cov = xp.linalg.inv(prec)
         cov = 0.5 * (cov + cov.T)
-        mean = cov @ (self.X.T @ self.y) / self.noise_var
+        mean = cov @ xty / self.noise_var
         return mean, cov
 
 

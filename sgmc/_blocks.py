@@ -1,0 +1,222 @@
+"""Data larger than memory: rows read on demand from a file, zarr or Dask array, and full passes in blocks.
+
+A model built on a :class:`numpy.memmap` (or ``numpy.load(..., mmap_mode="r")``), a zarr array or a
+Dask array keeps a :class:`RowSource` instead of the array. A minibatch gather reads only the rows it
+needs: the indices are sorted and made unique first, so a file is read in increasing order, in one
+read per run of consecutive rows (``os.pread`` on the file: nothing is mapped, so the data take no
+address space), and a zarr or Dask array is asked for the rows of the chunks they fall in. Passes
+over all the data (the control-variate centre, SVRG's snapshot gradient, Newton steps of the mode
+search, the exact scores of KSD) go through :func:`row_blocks`, ``block_rows`` rows at a time, so
+memory is bounded by a block whatever N is.
+
+This module is an I/O edge (like :mod:`sgmc._datacache`): it reads files with NumPy and hands the rows
+to the model's namespace through :func:`sgmc.backends.asarray`.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any, Iterator
+
+import numpy as np
+
+from . import backends
+
+__all__ = ["RowSource", "is_out_of_core", "row_blocks", "out_of_core_design", "DEFAULT_BLOCK_BYTES"]
+
+#: Bytes of data a full pass holds at once (rows per block = this / bytes per row).
+DEFAULT_BLOCK_BYTES = 4 * 2**20
+
+
+def _kind(data: Any) -> str | None:
+    if isinstance(data, np.memmap):
+        return "memmap"
+    module = type(data).__module__ or ""
+    if module.startswith("zarr"):
+        return "zarr"
+    if module.startswith("dask.array"):
+        return "dask"
+    return None
+
+
+def is_out_of_core(data: Any) -> bool:
+    """True for the arrays a model reads row by row: ``numpy.memmap``, zarr and Dask arrays."""
+    return isinstance(data, RowSource) or _kind(data) is not None
+
+
+class RowSource:
+    """Rows of a 2-D out-of-core array, read when asked for.
+
+    Parameters
+    ----------
+    data : numpy.memmap, zarr array or dask array, shape (n, d)
+        A memmap that maps a whole C-ordered file region (as ``np.memmap(...)`` and
+        ``np.load(..., mmap_mode="r")`` make it) is read from its file with ``os.pread``, and the
+        source keeps no reference to the map; any other memmap (a strided view, say) is read through
+        the map itself.
+    name : str
+        The argument's name, for error messages.
+    block_bytes : int
+        Bytes per block of :meth:`blocks`.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from sgmc._blocks import RowSource
+    >>> path = os.path.join(tempfile.mkdtemp(), "X.f64")
+    >>> np.arange(12.0).reshape(6, 2).tofile(path)
+    >>> src = RowSource(np.memmap(path, dtype=np.float64, mode="r", shape=(6, 2)))
+    >>> src.take(np.array([4, 1, 4])).tolist()
+    [[8.0, 9.0], [2.0, 3.0], [8.0, 9.0]]
+    """
+
+    def __init__(self, data: Any, name: str = "X", block_bytes: int = DEFAULT_BLOCK_BYTES):
+        kind = _kind(data)
+        if kind is None:
+            msg = f"`{name}` must be a numpy.memmap, zarr or Dask array to be read row by row; got {type(data).__name__}"
+            raise TypeError(msg)
+        shape = tuple(int(s) for s in data.shape)
+        if len(shape) != 2:
+            msg = f"`{name}` must be 2-D (n_data, dim); got shape {shape}"
+            raise ValueError(msg)
+        self.name = name
+        self.shape = shape
+        self.dtype = np.dtype(data.dtype)
+        self.kind = kind
+        self.data = data
+        self.path = None
+        self.offset = 0
+        if kind == "memmap" and isinstance(data.base, mmap.mmap) and data.flags.c_contiguous:
+            self.kind, self.path, self.offset, self.data = "file", os.fspath(data.filename), int(data.offset), None
+        self.row_bytes = self.dtype.itemsize * shape[1]
+        self.block_rows = max(1, int(block_bytes) // max(self.row_bytes, 1))
+
+    @property
+    def ndim(self) -> int:
+        return 2
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        where = self.path if self.path is not None else type(self.data).__name__
+        return f"RowSource({where!r}, shape={self.shape}, dtype={self.dtype})"
+
+    def take(self, idx: Any) -> np.ndarray:
+        """Rows ``idx`` (any integer array, repeats allowed) as a host array ``(len(idx), d)``.
+
+        Reads each needed row once, in increasing order.
+        """
+        flat = np.asarray(idx, dtype=np.int64).reshape(-1)
+        if flat.size and (flat.min() < 0 or flat.max() >= self.shape[0]):
+            msg = f"row index out of range for `{self.name}` with {self.shape[0]} rows"
+            raise IndexError(msg)
+        rows, inverse = np.unique(flat, return_inverse=True)
+        return self._read(rows)[inverse.reshape(-1)]
+
+    def block(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` as a host array."""
+        if self.kind == "file":
+            return self._pread(start, stop)
+        if self.kind == "dask":
+            return np.asarray(self.data[start:stop].compute())
+        return np.asarray(self.data[start:stop])
+
+    def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
+        """``(start, stop, rows)`` for consecutive blocks of ``block_rows`` rows covering the data."""
+        for start, stop in row_blocks(self.shape[0], self.block_rows):
+            yield start, stop, self.block(start, stop)
+
+    def _pread(self, start: int, stop: int) -> np.ndarray:
+        n = stop - start
+        out = np.empty((n, self.shape[1]), dtype=self.dtype)
+        view = memoryview(out).cast("B")
+        fd = self._file()
+        done, want, at = 0, n * self.row_bytes, self.offset + start * self.row_bytes
+        while done < want:
+            got = os.preadv(fd, [view[done:]], at + done)
+            if got <= 0:
+                msg = f"`{self.name}`: the file {self.path!r} ended before row {stop}; it has changed since the model was built"
+                raise OSError(msg)
+            done += got
+        return out
+
+    def _file(self) -> int:
+        """The file's descriptor, opened at first use in this process (a copy sent to a worker opens its own)."""
+        fd = self.__dict__.get("_fd")
+        if fd is None:
+            fd = self._fd = os.open(self.path, os.O_RDONLY)
+        return fd
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_fd", None)
+        return state
+
+    def __del__(self) -> None:
+        fd = self.__dict__.pop("_fd", None)
+        if fd is not None:
+            os.close(fd)
+
+    def _read(self, rows: np.ndarray) -> np.ndarray:
+        if self.kind == "file":
+            # runs of consecutive rows, each read straight into its place in the output
+            out = np.empty((rows.size, self.shape[1]), dtype=self.dtype)
+            if rows.size == 0:
+                return out
+            cut = np.flatnonzero(np.diff(rows) != 1) + 1
+            starts = np.concatenate(([0], cut)).tolist()
+            stops = np.concatenate((cut, [rows.size])).tolist()
+            firsts = rows[starts].tolist()
+            view, rb, fd, off = memoryview(out).cast("B"), self.row_bytes, self._file(), self.offset
+            for a, b, r in zip(starts, stops, firsts):
+                if os.preadv(fd, [view[a * rb:b * rb]], off + r * rb) != (b - a) * rb:
+                    out[a:b] = self._pread(r, r + b - a)   # a short read: the careful loop, or its error
+            return out
+        if self.kind == "zarr":
+            return np.asarray(self.data.get_orthogonal_selection((rows, slice(None))))
+        if self.kind == "dask":
+            return np.asarray(self.data[rows].compute())
+        return np.asarray(self.data[rows])
+
+
+def row_blocks(n: int, block_rows: int) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` of consecutive blocks of at most ``block_rows`` covering ``range(n)``."""
+    step = max(1, int(block_rows))
+    for start in range(0, int(n), step):
+        yield start, min(start + step, int(n))
+
+
+def out_of_core_design(X: Any, y: Any, *, backend: Any = None) -> tuple[Any, RowSource, Any, Any]:
+    """The checks of :func:`sgmc.models.base.validate_design` for an out-of-core ``X``.
+
+    ``X`` becomes a :class:`RowSource` (checked finite block by block, one pass); ``y``, one number
+    per datum, is read into memory as a NumPy array of ``X``'s dtype. Returns ``(xp, X, y, dtype)``.
+    """
+    if backend is not None and backends.get_backend(backend).name != "numpy":
+        msg = (f"`backend`={backend!r}: a model on data read from disk (`X` a {type(X).__name__}) runs on "
+               "NumPy; load the data into memory first to move it elsewhere")
+        raise ValueError(msg)
+    src = X if isinstance(X, RowSource) else RowSource(X, "X")
+    if src.dtype.kind != "f" or src.dtype.itemsize < 4:
+        msg = f"`X` must hold float32 or float64 values; got {src.dtype}"
+        raise TypeError(msg)
+    if _kind(y) == "dask":
+        y = y.compute()
+    y = np.asarray(y, dtype=src.dtype)
+    if y.ndim != 1 or y.shape[0] != src.shape[0]:
+        msg = f"`y` must be 1-D with {src.shape[0]} entries to match `X`; got shape {tuple(y.shape)}"
+        raise ValueError(msg)
+    if not np.all(np.isfinite(y)):
+        msg = f"`y` contains {int(np.sum(~np.isfinite(y)))} non-finite value(s) (NaN or inf); clean the data first"
+        raise ValueError(msg)
+    for start, stop, rows in src.blocks():
+        bad = ~np.isfinite(rows)
+        if bad.any():
+            msg = (f"`X` contains non-finite value(s) (NaN or inf), first in row {start + int(np.argmax(bad.any(axis=1)))}; "
+                   "clean the data first")
+            raise ValueError(msg)
+    yy = backends.asarray(y, backend="numpy")
+    return backends.get_backend("numpy").xp, src, yy, yy.dtype
