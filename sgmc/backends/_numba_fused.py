@@ -59,7 +59,9 @@ def glm_fused_block(model: dict, sampler: dict, estimator: dict, state: dict, hs
     state : dict
         ``x``, ``g`` (chains, d); ``rho`` (SGHMC, SGNHT), ``xi`` (chains,) (SGNHT); ``centre`` and
         ``centre_grad`` (CV: (1, d) or (chains, d); SVRG: the snapshots and their full gradients) and
-        ``count`` (SVRG: calls since the refresh). Not modified: the result holds new arrays.
+        ``count`` (SVRG: calls since the refresh); CV: ``centre_resid``, the centre's residuals for every
+        datum as an earlier call returned them (computed here when absent). Not modified: the result
+        holds new arrays.
     hs : sequence of float
         The block's step sizes.
     z : array (iterations, normals per iteration, chains, d)
@@ -88,6 +90,14 @@ def glm_fused_block(model: dict, sampler: dict, estimator: dict, state: dict, hs
     centre_grad = state.get("centre_grad")
     centre_grad = (np.zeros((1, d)) if centre_grad is None
                    else np.array(np.reshape(centre_grad, (-1, d)), dtype=np.float64, order="C"))
+    r0 = state.get("centre_resid")
+    if estimator["name"] == "cv" and centre.shape[0] == 1 and r0 is None:
+        # a fixed centre: its residuals for all N data once (an O(N d) pass), then one load per row
+        r0 = np.empty(X.shape[0])
+        k.centre_resid(_KINDS[model["kind"]], X, float(model.get("param", 1.0)), centre[0], r0)
+    use_r0 = estimator["name"] == "cv" and r0 is not None
+    if not use_r0:
+        r0 = np.empty(0)
     if estimator["name"] == "cv" and centre.shape[0] != chains:
         centre = np.ascontiguousarray(np.broadcast_to(centre, (chains, d)))
     pos = np.empty((B, chains, d))
@@ -101,9 +111,10 @@ def glm_fused_block(model: dict, sampler: dict, estimator: dict, state: dict, hs
         _ESTIMATORS[estimator["name"]], float(estimator["scale"]), int(estimator.get("update_every", 0)),
         x, g, rho, xi, centre, centre_grad, int(state.get("count", 0)),
         np.asarray(hs, dtype=np.float64), np.ascontiguousarray(z), np.ascontiguousarray(idx, dtype=np.int64),
-        pos, grads, xis, bool(keep_grad),
+        pos, grads, xis, bool(keep_grad), r0, use_r0,
     )
-    out = {"x": x, "g": g, "rho": rho, "xi": xi, "centre": centre, "centre_grad": centre_grad, "count": int(count)}
+    out = {"x": x, "g": g, "rho": rho, "xi": xi, "centre": centre, "centre_grad": centre_grad, "count": int(count),
+           "centre_resid": r0 if use_r0 else None}
     return out, pos, (grads if keep_grad else None), xis
 
 

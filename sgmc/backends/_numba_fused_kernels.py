@@ -67,8 +67,15 @@ def _full_sum(kind, X, y, param, th, acc):
 
 
 @nb.njit(**_OPTS)
+def centre_resid(kind, X, param, ce, out):
+    """``r(x_i . centre, 0)`` for every datum: a fixed control-variate centre's residuals, computed once."""
+    for i in range(X.shape[0]):
+        out[i] = _resid(kind, _dot(X, i, ce), 0.0, param)
+
+
+@nb.njit(**_OPTS)
 def _estimate(kind, X, y, param, prior_var, est, scale, update_every, x, g, centre, centre_grad, count,
-              rows, eta, eta0, acc):
+              rows, eta, eta0, acc, r0, use_r0):
     """The gradient estimate at ``x`` for every chain from the minibatch ``rows`` (chains, n), into ``g``."""
     chains, d = x.shape
     n = rows.shape[1]
@@ -89,6 +96,13 @@ def _estimate(kind, X, y, param, prior_var, est, scale, update_every, x, g, cent
                 eta0[b] = y[row]
             for b in range(n):
                 eta[b] = _resid(kind, eta[b], eta0[b], param)
+        elif use_r0:  # a fixed centre: its residuals come from the table, one load per row
+            for b in range(n):
+                row = rows[c, b]
+                eta[b] = _dot(X, row, th)
+                eta0[b] = r0[row]
+            for b in range(n):
+                eta[b] = _resid(kind, eta[b], 0.0, param) - eta0[b]
         else:
             ce = centre[c]
             for b in range(n):
@@ -111,7 +125,7 @@ def _estimate(kind, X, y, param, prior_var, est, scale, update_every, x, g, cent
 @nb.njit(**_OPTS)
 def glm_block(kind, X, y, param, prior_var, sampler, friction, v_hat, n_leapfrog, resample, diffusion,
               est, scale, update_every, x, g, rho, xi, centre, centre_grad, count, hs, z, idx,
-              pos_out, grad_out, xi_out, keep_grad):
+              pos_out, grad_out, xi_out, keep_grad, r0, use_r0):
     """Advance ``x`` (chains, d) and its state in place through ``len(hs)`` iterations; return the SVRG count.
 
     ``z`` is (iterations, normals per iteration, chains, d), ``idx`` (iterations, estimates per
@@ -131,7 +145,7 @@ def glm_block(kind, X, y, param, prior_var, sampler, friction, v_hat, n_leapfrog
                 for m in range(d):
                     x[c, m] = x[c, m] + (0.5 * h) * g[c, m] + s * z[t, 0, c, m]
             count = _estimate(kind, X, y, param, prior_var, est, scale, update_every, x, g, centre,
-                              centre_grad, count, idx[t, 0], eta, eta0, acc)
+                              centre_grad, count, idx[t, 0], eta, eta0, acc, r0, use_r0)
         elif sampler == SGNHT:
             s = math.sqrt(h * diffusion)
             for c in range(chains):
@@ -144,7 +158,7 @@ def glm_block(kind, X, y, param, prior_var, sampler, friction, v_hat, n_leapfrog
                     ss += r * r
                 xi[c] = xi[c] + (0.5 * h) * (ss / d - 1.0)
             count = _estimate(kind, X, y, param, prior_var, est, scale, update_every, x, g, centre,
-                              centre_grad, count, idx[t, 0], eta, eta0, acc)
+                              centre_grad, count, idx[t, 0], eta, eta0, acc, r0, use_r0)
         else:
             sd = math.sqrt(h * friction) if v_hat < 0.0 else math.sqrt(h * (friction - 0.25 * h * v_hat))
             j = 0
@@ -163,7 +177,7 @@ def glm_block(kind, X, y, param, prior_var, sampler, friction, v_hat, n_leapfrog
                         x[c, m] = x[c, m] + (0.5 * h) * rho[c, m]
                 j += 1
                 count = _estimate(kind, X, y, param, prior_var, est, scale, update_every, x, g, centre,
-                                  centre_grad, count, idx[t, leap], eta, eta0, acc)
+                                  centre_grad, count, idx[t, leap], eta, eta0, acc, r0, use_r0)
         pos_out[t] = x
         if keep_grad:
             grad_out[t] = g

@@ -95,6 +95,7 @@ class FusedPlan:
         self.n_est = sampler.n_leapfrog if hmc else 1
         self.n_normal = self.n_est + (1 if hmc and sampler.resample_momentum else 0)
         self._draw = _minibatch(estimator)._draw
+        self._resid = (None, None)  # a native's table for the control variate's centre, kept between blocks
         self._spec_model = {"kind": model._native_kind, "X": model.X, "y": model.y,
                             "param": float(model._native_param or 1.0), "prior_var": model.prior_var}
         name = {Minibatch: "minibatch", ControlVariate: "cv", SVRG: "svrg"}[type(estimator)]
@@ -138,10 +139,14 @@ class FusedPlan:
             spec.update(centre=est_state.snapshot, centre_grad=est_state.snapshot_grad, count=est_state.count)
         elif type(self.estimator) is ControlVariate:
             spec.update(centre=est_state.centre, centre_grad=est_state.centre_grad)
+            if self._resid[0] is est_state.centre:  # the fixed centre's residuals, from the first block
+                spec["centre_resid"] = self._resid[1]
         res = self.fast(self._spec_model, self._spec_smp, self._spec_est, spec, hs, z, idx, keep_grads)
         if res is NotImplemented:
             return twin_block(self.sampler, self.estimator, state, hs, z, idx, keep_grads)
         out, pos, grads, xis = res
+        if out.get("centre_resid") is not None:
+            self._resid = (est_state.centre, out["centre_resid"])
         new = {"position": out["x"], "grad": out["g"]}
         if hasattr(state, "momentum"):
             new["momentum"] = out["rho"]
