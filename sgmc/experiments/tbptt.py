@@ -6,19 +6,21 @@ minibatches of 64 streams and learning rate 1.0 scaled by sqrt(K), on BPTT(2K, K
 K in {5, 10, 15, 20, 30} against the adaptive K of Algorithm 6 (:mod:`sgmc.rnn`) with
 delta in {0.9, 0.5, 0.1}, window R = 100, K0 = 15 and K in [2, 100]. The thesis trains on
 T = 256,000 steps and validates and tests on 64,000 each. Every method starts from the same
-initial parameters and gets the same training wall-time budget (``max_time`` seconds; the adaptive
-methods' estimates of K count in it); after each epoch the validation and test perplexities (exp of
-the mean cross-entropy) are recorded against the wall time so far.
+initial parameters and gets the same training-time budget (``max_time`` seconds on the ``clock``:
+``"cpu"``, this process's CPU time with one torch thread, by default, which a machine shared with
+other work does not inflate; or ``"wall"``); the adaptive methods' estimates of K count in it. After
+each epoch the validation and test perplexities (exp of the mean cross-entropy) are recorded against
+the training time so far.
 
-Tables: ``summary`` (per method: epochs, training wall time, the K used, the best validation
-perplexity, the test perplexity at that epoch, and when it was reached), ``ppl_vs_time`` (the best
-validation perplexity reached by each of a few wall times) and ``curve`` (every epoch). Figure:
-validation perplexity against wall time.
+Tables: ``summary`` (per method: epochs, training CPU and wall time, the K used, the best
+validation perplexity, the test perplexity at that epoch, and when it was reached), ``ppl_vs_time``
+(the best validation perplexity reached by each of a few training times) and ``curve`` (every
+epoch). Figure: validation perplexity and K against training time.
 
 Options (``reproduce("tbptt-copy", out, **options)``): ``t_train``, ``t_eval`` (length of the
 validation and of the test sequence), ``m`` (an int or ``"variable"``), ``hidden``, ``layers``,
 ``embed``, ``batch``, ``lr``, ``ks`` (fixed truncations), ``deltas``, ``window``, ``n_starts``, ``k0``,
-``k_min``, ``k_max``, ``epochs``, ``max_time`` (seconds per method), ``clip``, ``threads`` (torch
+``k_min``, ``k_max``, ``epochs``, ``max_time`` (seconds per method), ``clock``, ``clip``, ``threads`` (torch
 threads, 1 by default so that every method sees one core).
 """
 
@@ -54,6 +56,7 @@ def run(ctx: Context) -> dict:
     lr = float(ctx.option("lr", 1.0))
     clip = ctx.option("clip", None)
     threads = int(ctx.option("threads", 1))
+    clock = str(ctx.option("clock", "cpu"))
     m = opt["m"]
     m_arg = (5, 10) if m == "variable" else int(m)
     gen = torch.Generator().manual_seed(ctx.seed)
@@ -75,12 +78,12 @@ def run(ctx: Context) -> dict:
                 (data["test"].inputs, data["test"].targets), k="adaptive" if adaptive else setting,
                 delta=setting if adaptive else 0.5, k0=int(opt["k0"]), k_min=int(opt["k_min"]), k_max=int(opt["k_max"]),
                 window=int(opt["window"]), n_starts=int(opt["n_starts"]), batch_size=int(opt["batch"]), lr=lr,
-                epochs=int(opt["epochs"]), clip=clip, max_time=float(opt["max_time"]),
+                epochs=int(opt["epochs"]), clip=clip, max_time=float(opt["max_time"]), clock=clock,
                 generator=torch.Generator().manual_seed(ctx.seed + 1))
             histories[label] = res
             best = res.best()
             ctx.status(f"{label}: best validation PPL {_ppl(best['valid_loss']):.4f} at epoch {best['epoch']}, "
-                       f"{res.wall_s[-1]:.0f} s, K {min(res.k)}..{max(res.k)}")
+                       f"{res.cpu_s[-1]:.0f} CPU s, {res.wall_s[-1]:.0f} wall s, K {min(res.k)}..{max(res.k)}")
     finally:
         torch.set_num_threads(old_threads)
     summary, curve = [], []
@@ -88,25 +91,26 @@ def run(ctx: Context) -> dict:
         best = res.best()
         ks = sorted(set(res.k))
         k_text = str(ks[0]) if len(ks) == 1 else f"{res.k[0]} -> {res.k[-1]} (range {ks[0]}-{ks[-1]})"
-        summary.append([label, len(res.epoch), round(res.wall_s[-1], 1), k_text, _ppl(best["valid_loss"]),
-                        _ppl(best["test_loss"]), best["epoch"], round(best["wall_s"], 1)])
+        summary.append([label, len(res.epoch), round(res.cpu_s[-1], 1), round(res.wall_s[-1], 1), k_text,
+                        _ppl(best["valid_loss"]), _ppl(best["test_loss"]), best["epoch"], round(best["cpu_s"], 1)])
         for i in range(len(res.epoch)):
-            curve.append([label, res.epoch[i], round(res.wall_s[i], 2), res.k[i], res.train_loss[i],
+            curve.append([label, res.epoch[i], round(res.cpu_s[i], 2), round(res.wall_s[i], 2), res.k[i], res.train_loss[i],
                           _ppl(res.valid_loss[i]), _ppl(res.test_loss[i]), res.beta[i], res.relative_bias[i]])
     budget = float(opt["max_time"])
     marks = [round(budget * f, 1) for f in (0.25, 0.5, 0.75, 1.0)]
-    by_time = [[label] + [_best_by(res.wall_s, res.valid_loss, t) for t in marks] for label, res in histories.items()]
+    times = {label: (res.cpu_s if clock == "cpu" else res.wall_s) for label, res in histories.items()}
+    by_time = [[label] + [_best_by(times[label], res.valid_loss, t) for t in marks] for label, res in histories.items()]
     setting = (f"copy task m = {m}, I = 6; T = {opt['t_train']} train, {opt['t_eval']} valid/test; LSTM {opt['layers']} x "
                f"{opt['hidden']}, embedding {opt['embed']}; batch {opt['batch']}, SGD lr {lr} x sqrt(K); BPTT(2K, K); "
                f"adaptive: R = {opt['window']}, S = {opt['n_starts']}, K0 = {opt['k0']}, K in [{opt['k_min']}, {opt['k_max']}]; "
-               f"budget {budget:g} s of training per method, {threads} torch thread(s)")
-    ctx.notes.update({"setting": setting, "lr": lr, "clip": clip, "threads": threads,
+               f"budget {budget:g} s of training ({clock} time) per method, {threads} torch thread(s)")
+    ctx.notes.update({"setting": setting, "lr": lr, "clip": clip, "threads": threads, "clock": clock,
                       **{k: (list(v) if isinstance(v, tuple) else v) for k, v in opt.items()}})
-    ctx.write_table("summary", ["method", "epochs", "train wall s", "K used", "best valid PPL", "test PPL at best valid",
-                                "best epoch", "wall s at best"], summary, title=setting, digits=4)
-    ctx.write_table("ppl_vs_time", ["method"] + [f"best valid PPL by {t:g} s" for t in marks], by_time,
-                    title="best validation perplexity reached within each training wall time", digits=4)
-    ctx.write_table("curve", ["method", "epoch", "wall s", "K", "train loss", "valid PPL", "test PPL", "beta",
+    ctx.write_table("summary", ["method", "epochs", "train CPU s", "train wall s", "K used", "best valid PPL",
+                                "test PPL at best valid", "best epoch", "CPU s at best"], summary, title=setting, digits=4)
+    ctx.write_table("ppl_vs_time", ["method"] + [f"best valid PPL by {t:g} {clock} s" for t in marks], by_time,
+                    title=f"best validation perplexity reached within each training time ({clock} time)", digits=4)
+    ctx.write_table("curve", ["method", "epoch", "CPU s", "wall s", "K", "train loss", "valid PPL", "test PPL", "beta",
                               "relative bias"], curve, digits=5)
     try:
         import matplotlib
@@ -119,12 +123,12 @@ def run(ctx: Context) -> dict:
         fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
         for label, res in histories.items():
             style = "-" if label.startswith("delta") else "--"
-            ax.plot(res.wall_s, [_ppl(v) for v in res.valid_loss], style, label=label)
-            bx.plot(res.wall_s, res.k, style, label=label)
-        ax.set_xlabel("training wall time (s)")
+            ax.plot(times[label], [_ppl(v) for v in res.valid_loss], style, label=label)
+            bx.plot(times[label], res.k, style, label=label)
+        ax.set_xlabel(f"training {clock} time (s)")
         ax.set_ylabel("validation perplexity")
         ax.set_yscale("log")
-        bx.set_xlabel("training wall time (s)")
+        bx.set_xlabel(f"training {clock} time (s)")
         bx.set_ylabel("truncation K")
         ax.legend(fontsize=7)
         fig.suptitle(f"copy task m = {m}: fixed against adaptive truncated BPTT")

@@ -96,7 +96,7 @@ def lag_gradients(model: RecurrentModel, x: Any, y: Any, starts: Any, window: in
 
 
 def gradient_norms(g: Any) -> Any:
-    """phi_k = ||dL_s/dh_{s-k}||: the norms over the state axis of :func:`lag_gradients`' output, ``(S, R + 1)``."""
+    """``phi_k = ||dL_s/dh_{s-k}||``: the norms over the state axis of :func:`lag_gradients`' output, ``(S, R + 1)``."""
     if not isinstance(g, torch.Tensor) or g.ndim != 3:
         msg = f"`g` must be the (S, R + 1, state_dim) tensor of lag_gradients; got {getattr(g, 'shape', g)!r:.80}"
         raise ValueError(msg)

@@ -180,9 +180,9 @@ class LSTMLanguageModel(RecurrentModel):
 class LinearRNN(RecurrentModel):
     """h_t = W h_{t-1} + U x_t, prediction C h_t, squared-error loss: the closed-form test case.
 
-    With the loss L_s = |y_s - C h_s|^2 / 2, dL_s/dh_{s-k} = (W^T)^k C^T (C h_s - y_s), so when
-    W = a Q with Q orthogonal the per-lag gradient norm is phi_k = |a|^k phi_0 exactly: the geometric
-    decay of assumption (A-1) with beta = |a| and tau = 0.
+    With the loss ``L_s = ||y_s - C h_s||^2 / 2``, ``dL_s/dh_{s-k} = (W^T)^k C^T (C h_s - y_s)``, so
+    when ``W = a Q`` with Q orthogonal the per-lag gradient norm is ``phi_k = abs(a)^k phi_0`` exactly:
+    the geometric decay of assumption (A-1) with ``beta = abs(a)`` and tau = 0.
 
     Parameters
     ----------

@@ -5,7 +5,7 @@ Each epoch streams BPTT(2K, K) over contiguous chunks of the training sequence, 
 scaled by sqrt(K) (thesis 4.3.1). With ``k="adaptive"`` the first epoch uses K0 and every later
 epoch starts by re-estimating K = kappa(delta) on ``n_starts`` random start points
 (:func:`~sgmc.rnn.estimate_truncation`); that estimate counts in the wall time. After each epoch the
-mean loss on the validation and test sequences is recorded (not timed), with the wall time so far.
+mean loss on the validation and test sequences is recorded (not timed), with the wall and CPU time so far.
 """
 
 from __future__ import annotations
@@ -31,14 +31,15 @@ class TrainResult:
 
     Attributes
     ----------
-    epoch, wall_s, k, train_loss, valid_loss, test_loss, beta, relative_bias : list
-        Epoch number (1-based), training wall time so far (s), the truncation used, the mean training
+    epoch, wall_s, cpu_s, k, train_loss, valid_loss, test_loss, beta, relative_bias : list
+        Epoch number (1-based), training wall time and process CPU time so far (s), the truncation used, the mean training
         loss of the chunks, the validation and test mean losses (NaN without data), and, where K was
         estimated (or ``monitor_bias``), the fitted beta and the estimated relative bias at the K used.
     """
 
     epoch: list = field(default_factory=list)
     wall_s: list = field(default_factory=list)
+    cpu_s: list = field(default_factory=list)
     k: list = field(default_factory=list)
     train_loss: list = field(default_factory=list)
     valid_loss: list = field(default_factory=list)
@@ -53,7 +54,7 @@ class TrainResult:
             raise ValueError(msg)
         scores = [v if math.isfinite(v) else math.inf for v in self.valid_loss]
         i = min(range(len(scores)), key=scores.__getitem__)
-        return {name: getattr(self, name)[i] for name in ("epoch", "wall_s", "k", "train_loss", "valid_loss",
+        return {name: getattr(self, name)[i] for name in ("epoch", "wall_s", "cpu_s", "k", "train_loss", "valid_loss",
                                                             "test_loss", "beta", "relative_bias")}
 
 
@@ -69,7 +70,7 @@ def train_tbptt(model: RecurrentModel, train: tuple, valid: tuple | None = None,
                 k: int | str = "adaptive", delta: float = 0.5, k0: int = 15, k_min: int = 2, k_max: int = 100,
                 window: int = 100, n_starts: int = 64, batch_size: int = 64, lr: float = 1.0,
                 optimizer: str = "sgd", epochs: int = 10, clip: float | None = None, scale_lr: bool = True,
-                max_time: float | None = None, monitor_bias: bool = False, generator: Any = None,
+                max_time: float | None = None, clock: str = "wall", monitor_bias: bool = False, generator: Any = None,
                 callback: Callable | None = None) -> TrainResult:
     """Train ``model`` by SGD (or Adam) on truncated BPTT gradients, with fixed K or adaptive K.
 
@@ -100,7 +101,10 @@ def train_tbptt(model: RecurrentModel, train: tuple, valid: tuple | None = None,
     scale_lr : bool
         Multiply the learning rate by sqrt(K) (thesis 4.3.1).
     max_time : float, optional
-        Stop after the epoch during which the training wall time passes this many seconds.
+        Stop after the epoch during which the training time passes this many seconds.
+    clock : {"wall", "cpu"}
+        The clock of ``max_time``: wall time, or this process's CPU time (steadier than wall time on a
+        machine shared with other work; with one torch thread it is the computation's own cost).
     monitor_bias : bool
         Also estimate beta and the relative bias for fixed K, after each epoch and outside the timing.
     generator : torch.Generator, optional
@@ -135,13 +139,14 @@ def train_tbptt(model: RecurrentModel, train: tuple, valid: tuple | None = None,
     epochs = check_int(epochs, "epochs")
     clip = None if clip is None else check_positive(clip, "clip")
     max_time = None if max_time is None else check_positive(max_time, "max_time")
+    clock = check_choice(clock, "clock", ("wall", "cpu"))
     xb, yb = batchify(x, batch_size), batchify(y, batch_size)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=lr) if optimizer == "sgd" else torch.optim.Adam(params, lr=lr)
     result = TrainResult()
-    wall = 0.0
+    wall = cpu = 0.0
     for epoch in range(1, epochs + 1):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         beta, rel = math.nan, math.nan
         if adaptive and epoch > 1:
             est = estimate_truncation(model, x, y, delta=delta, window=window, n_starts=n_starts,
@@ -159,12 +164,14 @@ def train_tbptt(model: RecurrentModel, train: tuple, valid: tuple | None = None,
             total += loss * n
             count += n
         wall += time.perf_counter() - t0
+        cpu += time.process_time() - c0
         if monitor_bias and (not adaptive or epoch == 1):
             est = estimate_truncation(model, x, y, delta=delta, window=window, n_starts=n_starts,
                                       k_min=1, k_max=max(k_now, k_max), generator=generator)
             beta, rel = est.beta, est.bias_at(k_now)
         result.epoch.append(epoch)
         result.wall_s.append(wall)
+        result.cpu_s.append(cpu)
         result.k.append(k_now)
         result.train_loss.append(total / max(count, 1))
         result.valid_loss.append(evaluate(model, *valid, batch_size) if valid is not None else math.nan)
@@ -176,6 +183,6 @@ def train_tbptt(model: RecurrentModel, train: tuple, valid: tuple | None = None,
         if not math.isfinite(result.train_loss[-1]):
             msg = f"training diverged in epoch {epoch} (mean training loss {result.train_loss[-1]}); lower `lr` or set `clip`"
             raise FloatingPointError(msg)
-        if max_time is not None and wall >= max_time:
+        if max_time is not None and (wall if clock == "wall" else cpu) >= max_time:
             break
     return result

@@ -49,7 +49,7 @@ def bias_bound(mean_phi: Any, beta: float, tau: int, k_max: int) -> Any:
 def relative_bias(bound: Any, cum_norm: Any) -> Any:
     """Delta(K) = E(K) / max_{k <= K} (cum_norm(k) - E(k)) of Eq. 4.19, infinite where that is not positive.
 
-    ``cum_norm`` holds ||P_S[sum_{j<=k} dL_s/dh_{s-j}]|| for k = 0..R; beyond R it is held at its
+    ``cum_norm`` holds ``||P_S[sum_{j<=k} dL_s/dh_{s-j}]||`` for k = 0..R; beyond R it is held at its
     value at R (the window shows nothing further back).
     """
     n = bound.shape[0]
