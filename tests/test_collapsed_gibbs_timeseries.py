@@ -1,0 +1,289 @@
+"""EP approximate collapsed Gibbs for correlated time series clustering (sgmc.clustering.timeseries).
+
+The oracle is the dense joint Gaussian of every series and factor, built here from the model's
+definition as a linear map of standard normals (scipy's multivariate normal for densities, plain
+Gaussian conditioning for posteriors), enumerated over all assignments for the exact collapsed
+posterior ``p(z | y)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.special as sp
+import scipy.stats as st
+
+from sgmc.backends import default_rng
+from sgmc.clustering import (NaiveTSState, TimeSeriesClusterModel, cluster_log_marginal, collapsed_init,
+                             collapsed_sweep, ep_gibbs_sweep, ep_init, ep_step, naive_init, naive_sweep,
+                             simulate_timeseries)
+from sgmc.clustering.timeseries import eta_moments, scalar_filter
+from sgmc.clustering.timeseries_gibbs import collapsed_conditional
+
+P_MIN = 1e-4
+CHAINS = 500
+LAM = np.array([1.0, 0.6, 1.3, 0.8])
+
+
+def _linear_map(z, a, lam, sx2, p0, T, K):
+    """x (N*T) = M w, w standard normal = (x_0 / sqrt(p0) (N), eta (K*T), eps / sqrt(sx2) (N*T))."""
+    N = len(z)
+    M = np.zeros((N * T, N + K * T + N * T))
+    for i in range(N):
+        for t in range(1, T + 1):
+            row = i * T + t - 1
+            M[row, i] = a[i] ** t * np.sqrt(p0[i])
+            for r in range(1, t + 1):
+                M[row, N + z[i] * T + r - 1] += a[i] ** (t - r) * lam[i]
+                M[row, N + K * T + i * T + r - 1] += a[i] ** (t - r) * np.sqrt(sx2[i])
+    return M
+
+
+def _dense_loglik(y, z, a, lam, sx2, sy2, p0, K):
+    N, T = y.shape
+    M = _linear_map(z, a, lam, sx2, p0, T, K)
+    cov = M @ M.T + np.diag(np.repeat(sy2, T))
+    return st.multivariate_normal(np.zeros(N * T), cov).logpdf(y.ravel())
+
+
+def _setup(a=0.7, T=3, seed=0, z=(0, 0, 1, 1)):
+    z = np.asarray(z)
+    N = len(z)
+    y, _, _ = simulate_timeseries(default_rng(seed), z, T, 2, a=a, lam=LAM[:N], sigma_x2=0.3, sigma_y2=0.5)
+    model = TimeSeriesClusterModel(y, a=a, lam=LAM[:N], sigma_x2=0.3, sigma_y2=0.5, p0=1.0)
+    par = (np.full(N, a), LAM[:N], np.full(N, 0.3), np.full(N, 0.5), np.ones(N))
+    return model, y, par
+
+
+def _enumerate(y, par, K, alpha):
+    N = y.shape[0]
+    zs = np.array(list(itertools.product(range(K), repeat=N)))
+    logp = np.array([_dense_loglik(y, z, *par, K) + sum(sp.gammaln(np.sum(z == k) + alpha) for k in range(K)) for z in zs])
+    p = np.exp(logp - logp.max())
+    return zs, p / p.sum()
+
+
+def _index(zs, z):
+    return int(np.nonzero((zs == np.asarray(z)[None, :]).all(1))[0][0])
+
+
+def _chi2_pvalue(counts, probs):
+    exp = probs * counts.sum()
+    small = exp < 5
+    obs_c = np.concatenate([counts[~small], [counts[small].sum()]]) if small.any() else counts
+    exp_c = np.concatenate([exp[~small], [exp[small].sum()]]) if small.any() else exp
+    keep = exp_c > 0
+    return st.chisquare(obs_c[keep], exp_c[keep]).pvalue
+
+
+def _cavity(state, i, K):
+    e = np.eye(K)[int(state.z[i])][:, None]
+    return tuple(q - e * s[i] for q, s in zip(state.q, state.sites))
+
+
+# --------------------------------------------------------------------------------------------------
+# the recursions against the dense Gaussian
+
+
+def test_filter_and_tilted_moments_match_dense_gaussian():
+    """One series with eta ~ N(m, diag v): log F~ (Eq. C.19) and the tilted moments of eta (Eq. C.20)."""
+    rng = np.random.default_rng(3)
+    T, a, lam, sx2, sy2, p0 = 5, 0.8, 1.3, 0.2, 0.5, 1.5
+    m, v, y = rng.normal(size=T), rng.uniform(0.2, 1.0, T), rng.normal(size=T)
+    # x = A eta + B w with w standard normal (x_0 and eps); eta = m + sqrt(v) e
+    A = np.zeros((T, T))
+    B = np.zeros((T, T + 1))
+    for t in range(1, T + 1):
+        B[t - 1, 0] = a ** t * np.sqrt(p0)
+        for r in range(1, t + 1):
+            A[t - 1, r - 1] = a ** (t - r) * lam
+            B[t - 1, r] = a ** (t - r) * np.sqrt(sx2)
+    mean_y = A @ m
+    cov_eta = np.diag(v)
+    cov_y = A @ cov_eta @ A.T + B @ B.T + sy2 * np.eye(T)
+    want_ll = st.multivariate_normal(mean_y, cov_y).logpdf(y)
+    C = cov_eta @ A.T
+    post_mean = m + C @ np.linalg.solve(cov_y, y - mean_y)
+    post_var = np.diag(cov_eta - C @ np.linalg.solve(cov_y, C.T))
+    one = lambda x: np.array([x])  # noqa: E731
+    ll, _ = scalar_filter(np, y[None], one(a), one(lam), one(sx2), one(sy2), one(p0), m[None], v[None])
+    mean, var, ll2 = eta_moments(np, y[None], one(a), one(lam), one(sx2), one(sy2), one(p0), m[None], v[None])
+    np.testing.assert_allclose(ll[0], want_ll, rtol=1e-11)
+    np.testing.assert_allclose(ll2[0], want_ll, rtol=1e-11)
+    np.testing.assert_allclose(mean[0], post_mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(var[0], post_var, rtol=1e-10)
+
+
+def test_exact_collapsed_marginal_matches_dense_gaussian():
+    model, y, par = _setup(a=0.8, T=4, z=(0, 1, 0, 0))
+    members = np.array([[True, False, True, True], [False, True, False, False], [False] * 4, [True] * 4])
+    got = cluster_log_marginal(model, members)
+    for r, mem in enumerate(members):
+        if not mem.any():
+            assert got[r] == pytest.approx(0.0, abs=1e-12)
+            continue
+        sub = tuple(p[mem] for p in par)
+        want = _dense_loglik(y[mem], np.zeros(mem.sum(), dtype=int), *sub, 1)
+        np.testing.assert_allclose(got[r], want, rtol=1e-10)
+
+
+def test_ep_is_exact_when_time_steps_are_independent():
+    """a = 0: the posterior of eta_k is diagonal, EP is exact, and F~ is the exact collapsed term."""
+    model, y, par = _setup(a=0.0, T=4)
+    z = np.array([0, 0, 1, 1])
+    state = ep_init(model, z, 2)
+    coll = collapsed_init(model, z, 2)
+    for i in range(4):
+        got = model.log_predictive(_cavity(state, i, 2), i)
+        _, ll_without, ll_with, _ = collapsed_conditional(model, coll, i, 1.0)
+        np.testing.assert_allclose(got, ll_with - ll_without, rtol=1e-10)
+
+
+def test_ep_term_approximates_collapsed_term_when_steps_are_coupled():
+    model, _, _ = _setup(a=0.7, T=6)
+    z = np.array([0, 0, 1, 1])
+    state = ep_init(model, z, 2, passes=5)
+    coll = collapsed_init(model, z, 2)
+    for i in range(4):
+        got = model.log_predictive(_cavity(state, i, 2), i)
+        _, lw, lwi, _ = collapsed_conditional(model, coll, i, 1.0)
+        np.testing.assert_allclose(got, lwi - lw, atol=0.5)
+
+
+def test_assignment_probabilities_match_enumeration():
+    model, y, par = _setup(a=0.6, T=3)
+    K, alpha = 2, 0.8
+    zs, p = _enumerate(y, par, K, alpha)
+    z = np.array([1, 0, 1, 1])
+    coll = collapsed_init(model, z, K)
+    model0 = TimeSeriesClusterModel(y, a=0.0, lam=LAM, sigma_x2=0.3, sigma_y2=0.5)  # EP exact at a = 0
+    ep0 = ep_init(model0, z, K)
+    zs0, p0 = _enumerate(y, (np.zeros(4),) + par[1:], K, alpha)
+    for i in range(4):
+        logits, _, _, _ = collapsed_conditional(model, coll, i, alpha)
+        cond = np.array([p[_index(zs, np.where(np.arange(4) == i, k, z))] for k in range(K)])
+        np.testing.assert_allclose(np.exp(logits - sp.logsumexp(logits)), cond / cond.sum(), rtol=1e-9)
+        _, logp = ep_step(default_rng(i), model0, ep0, i, alpha)
+        cond0 = np.array([p0[_index(zs0, np.where(np.arange(4) == i, k, z))] for k in range(K)])
+        np.testing.assert_allclose(np.exp(logp), cond0 / cond0.sum(), rtol=1e-9)
+
+
+# --------------------------------------------------------------------------------------------------
+# invariance: one sweep from the exact target, many independent chains
+
+
+def _starts(p, zs, seed):
+    return zs[np.random.default_rng(seed).choice(len(zs), size=CHAINS, p=p)]
+
+
+def test_collapsed_sweep_leaves_posterior_invariant():
+    model, y, par = _setup(a=0.7, T=3)
+    zs, p = _enumerate(y, par, 2, 1.0)
+    gen = default_rng(1)
+    counts = np.zeros(len(zs))
+    for z0 in _starts(p, zs, 2):
+        counts[_index(zs, collapsed_sweep(gen, model, collapsed_init(model, z0, 2)).z)] += 1
+    assert _chi2_pvalue(counts, p) > P_MIN
+
+
+def test_ep_sweep_leaves_exact_posterior_invariant_where_ep_is_exact():
+    model, y, par = _setup(a=0.0, T=3)
+    zs, p = _enumerate(y, par, 2, 1.0)
+    gen = default_rng(3)
+    counts = np.zeros(len(zs))
+    for z0 in _starts(p, zs, 4):
+        counts[_index(zs, ep_gibbs_sweep(gen, model, ep_init(model, z0, 2)).z)] += 1
+    assert _chi2_pvalue(counts, p) > P_MIN
+
+
+def test_naive_sweep_leaves_posterior_invariant():
+    model, y, par = _setup(a=0.7, T=3)
+    K, T = 2, 3
+    zs, p = _enumerate(y, par, K, 1.0)
+    rng = np.random.default_rng(5)
+    gen = default_rng(6)
+    counts = np.zeros(len(zs))
+    for z0 in _starts(p, zs, 7):
+        # eta | z, y exactly, by conditioning the dense joint Gaussian
+        M = _linear_map(z0, *(par[0], par[1], par[2], par[4]), T, K)
+        cov_y = M @ M.T + np.diag(np.repeat(par[3], T))
+        C = M[:, 4 : 4 + K * T].T  # Cov(eta, x) = Cov(eta, y)
+        mean = C @ np.linalg.solve(cov_y, y.ravel())
+        cov = np.eye(K * T) - C @ np.linalg.solve(cov_y, C.T)
+        eta = rng.multivariate_normal(mean, cov).reshape(K, T)
+        state = NaiveTSState(z0.copy(), np.bincount(z0, minlength=K).astype(float), eta)
+        counts[_index(zs, naive_sweep(gen, model, state).z)] += 1
+    assert _chi2_pvalue(counts, p) > P_MIN
+
+
+# --------------------------------------------------------------------------------------------------
+# recovery, backends, errors
+
+
+def test_samplers_recover_clusters_on_simulated_series():
+    from sklearn.metrics import normalized_mutual_info_score as nmi
+
+    K, N, T = 3, 24, 60
+    zt = np.repeat(np.arange(K), N // K)
+    y, _, _ = simulate_timeseries(default_rng(0), zt, T, K, a=0.95, lam=1.0, sigma_x2=0.01, sigma_y2=1.0)
+    model = TimeSeriesClusterModel(y, a=0.95, lam=1.0, sigma_x2=0.01, sigma_y2=1.0)
+    z0 = np.random.default_rng(1).integers(0, K, N)
+    gen = default_rng(2)
+    ep, coll, naive = ep_init(model, z0, K), collapsed_init(model, z0, K), naive_init(gen, model, z0, K)
+    for _ in range(5):
+        ep = ep_gibbs_sweep(gen, model, ep)
+        coll = collapsed_sweep(gen, model, coll)
+        naive = naive_sweep(gen, model, naive)
+    assert nmi(zt, ep.z) > 0.9
+    assert nmi(zt, coll.z) > 0.9
+    assert nmi(zt, naive.z) > 0.3
+
+
+def test_full_ep_passes_keep_the_state_consistent():
+    model, _, _ = _setup(a=0.7, T=6)
+    state = ep_init(model, np.array([0, 1, 0, 1]), 2)
+    state = ep_gibbs_sweep(default_rng(0), model, state, full_ep=2)
+    P, h = state.q
+    oh = np.eye(2)[np.asarray(state.z)]
+    np.testing.assert_allclose(P, 1.0 + oh.T @ state.sites[0], rtol=1e-10)
+    np.testing.assert_allclose(h, oh.T @ state.sites[1], atol=1e-10)
+    np.testing.assert_allclose(state.counts, oh.sum(0))
+
+
+def test_torch_runs_the_same_sweep():
+    torch = pytest.importorskip("torch")
+    model_np, y, _ = _setup(a=0.9, T=8)
+    out = []
+    for arr, be in ((np.asarray, "numpy"), (torch.asarray, "torch")):
+        model = TimeSeriesClusterModel(arr(y), a=0.9, lam=arr(LAM), sigma_x2=0.3, sigma_y2=0.5)
+        state = ep_gibbs_sweep(default_rng(4, backend=be), model, ep_init(model, arr(np.array([0, 1, 0, 1])), 2), full_ep=1)
+        coll = collapsed_sweep(default_rng(5, backend=be), model, collapsed_init(model, arr(np.array([0, 1, 0, 1])), 2))
+        out.append((np.asarray(state.z), np.asarray(state.q[1]), np.asarray(coll.cluster_ll)))
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(out[0][2], out[1][2], rtol=1e-9)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(sigma_x2=0.0), "sigma_x2"), (dict(sigma_y2=-1.0), "sigma_y2"), (dict(p0=0.0), "p0"),
+    (dict(a=np.ones(3)), "`a`"), (dict(lam=np.array([np.nan, 1.0])), "lam"),
+])
+def test_bad_parameters_name_the_argument(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TimeSeriesClusterModel(np.zeros((2, 5)), **kwargs)
+
+
+def test_bad_data_and_sizes_name_the_argument():
+    with pytest.raises(ValueError, match="`y`"):
+        TimeSeriesClusterModel(np.zeros(5))
+    with pytest.raises(ValueError, match="`y`"):
+        TimeSeriesClusterModel(np.full((2, 3), np.inf))
+    model = TimeSeriesClusterModel(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="`K`"):
+        collapsed_init(model, np.zeros(2, dtype=int), 0)
+    with pytest.raises(ValueError, match="`z`"):
+        naive_init(default_rng(0), model, np.zeros(3, dtype=int), 2)
+    with pytest.raises(ValueError, match="`full_ep`"):
+        ep_gibbs_sweep(default_rng(0), model, ep_init(model, np.zeros(2, dtype=int), 1), full_ep=-1)
