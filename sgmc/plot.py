@@ -337,6 +337,7 @@ def plot_convergence(traces: Any, *, metric: str = "error", reference: Any = Non
             ax.plot(path[unit], path["value"], marker=".", lw=1.0, label=name)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_minor_formatter("")  # labels at powers of ten only: minor labels overlap
         ax.set_xlabel(X_AXES[unit])
     axes[0][0].set_ylabel("KSD" if metric == "ksd" else "||mean of the draws - reference||")
     axes[0][0].legend(fontsize=8)

@@ -128,9 +128,10 @@ def test_convergence_axes_say_their_unit_and_plot_the_running_error(trace, cv_tr
             ks = np.asarray([int(k) for k in _draw_counts(line, tr, unit)])
             errors = [np.linalg.norm(draws[:, :k, :].mean(axis=(0, 1)) - ref) for k in ks]
             np.testing.assert_allclose(line.get_ydata(), errors, rtol=1e-10)
-    # the set-up's passes (the mode search of control variates) count on the data-pass axis
+    # the set-up's passes and time (the mode search of control variates) count on the cost axes
     cv_line = fig.axes[2].get_lines()[1]
     assert cv_line.get_xdata()[0] > cv_trace.info["setup_data_passes"] > 0
+    assert fig.axes[1].get_lines()[1].get_xdata()[0] > cv_trace.info["setup_time"] > 0
 
 
 def _draw_counts(line, tr, unit):
@@ -139,7 +140,7 @@ def _draw_counts(line, tr, unit):
     if unit == "iterations":
         x_of = its + 1
     elif unit == "seconds":
-        x_of = tr.stats["wall_time"][:, its].mean(axis=0)
+        x_of = tr.stats["wall_time"][:, its].mean(axis=0) + tr.info["setup_time"]
     else:
         x_of = tr.stats["data_passes"][:, its].mean(axis=0) + tr.info["setup_data_passes"]
     out = []

@@ -7,7 +7,7 @@ points along a :class:`sgmc.Trace`, either the distance of the posterior-mean es
 reference, ``|| mean of the first k draws of every chain - reference ||_2``, or the kernel Stein
 discrepancy of those draws (:func:`sgmc.diagnostics.cumulative_ksd`, needing stored gradients), with
 the cost spent so far in three units: iterations, seconds of wall time and passes through the data
-(the set-up's passes, a mode search, included).
+(the set-up's time and passes, a mode search for example, included).
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def convergence_path(trace: Any, *, metric: str = "error", reference: Any = None
     dict of numpy arrays
         ``"draws"`` (k, per chain), ``"iterations"`` (iterations done when the k-th draw was kept),
         ``"seconds"`` (wall time then, averaged over chains), ``"data passes"`` (passes through the
-        data then, set-up included, averaged over chains) and ``"value"`` (the metric).
+        data then, averaged over chains), both with the set-up's (``info["setup_time"]``,
+        ``info["setup_data_passes"]``), and ``"value"`` (the metric).
 
     Examples
     --------
@@ -96,12 +97,12 @@ def convergence_path(trace: Any, *, metric: str = "error", reference: Any = None
     done = hx.take(its, at)
     wall = hx.asarray(trace.stats["wall_time"], dtype=hx.float64)
     passes = hx.asarray(trace.stats["data_passes"], dtype=hx.float64)
-    setup = float(trace.info.get("setup_data_passes", 0.0) or 0.0)
+    setup_time, setup_passes = (float(trace.info.get(k, 0.0) or 0.0) for k in ("setup_time", "setup_data_passes"))
     out = {
         "draws": hx.asarray(ks, dtype=hx.int64),
         "iterations": done + 1,
-        "seconds": hx.mean(hx.take(wall, done, axis=1), axis=0),
-        "data passes": hx.mean(hx.take(passes, done, axis=1), axis=0) + setup,
+        "seconds": hx.mean(hx.take(wall, done, axis=1), axis=0) + setup_time,
+        "data passes": hx.mean(hx.take(passes, done, axis=1), axis=0) + setup_passes,
     }
     idx = xp.asarray(backends.to_numpy(at), device=getattr(draws, "device", None))
     if metric == "error":
