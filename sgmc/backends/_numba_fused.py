@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["glm_fused_block", "natives"]
+__all__ = ["fused_draws", "glm_fused_block", "natives"]
 
 _KINDS = {"logistic": 0, "linear": 1}
 _SAMPLERS = {"sgld": 0, "sghmc": 1, "sgnht": 2}
@@ -118,10 +118,37 @@ def glm_fused_block(model: dict, sampler: dict, estimator: dict, state: dict, hs
     return out, pos, (grads if keep_grad else None), xis
 
 
+def fused_draws(rng: Any, iterations: int, n_normal: int, n_est: int, fresh: bool, chains: int, dim: int,
+                n_data: int, size: int, replace: bool) -> Any:
+    """The block's ``z`` and ``idx`` for minibatches drawn with replacement, straight from NumPy's generator.
+
+    The same calls in the same order as :meth:`sgmc.samplers._fused.FusedPlan.draw` (the normals of
+    ``rng.normal`` and the integers of the NumPy backend's ``subsample(..., replace=True)``), written
+    into the block's arrays without the per-draw wrappers. ``NotImplemented`` for draws without
+    replacement (the estimator's own draw runs) and for other generators.
+    """
+    gen = getattr(rng, "numpy_generator", None)
+    if not replace or not isinstance(gen, np.random.Generator) or not _SWITCH[0][0]:
+        return NotImplemented
+    z = np.empty((iterations, n_normal, chains, dim))
+    idx = np.empty((iterations, n_est, chains, size), dtype=np.int64)
+    normal, integers = gen.standard_normal, gen.integers
+    count = chains * size
+    for t in range(iterations):
+        j = 0
+        if fresh:
+            normal(out=z[t, 0])
+            j = 1
+        for e in range(n_est):
+            normal(out=z[t, j + e])
+            idx[t, e] = integers(0, n_data, size=count, dtype=np.int64).reshape(chains, size)
+    return z, idx
+
+
 def natives(switch: list) -> dict:
     """The native table entry of this module, reading the on/off ``switch`` (a one-item list) at each call.
 
     The caller (:func:`sgmc.backends._numba.natives`) has checked that Numba is installed and enabled.
     """
     _SWITCH[0] = switch
-    return {"glm_fused_block": glm_fused_block}
+    return {"glm_fused_block": glm_fused_block, "glm_fused_draws": fused_draws}

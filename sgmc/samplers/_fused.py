@@ -27,7 +27,8 @@ and a checkpoint taken at a block's end resumes as the unfused loop's does. Per 
 The block's arrays are ``z`` of shape (iterations, normals per iteration, chains, d), the normals in
 draw order, and ``idx`` of shape (iterations, estimates per iteration, chains, n), the indices in draw
 order. The minibatch indices come from the estimator's own draw (with or without replacement), so
-they consume the generator as its ``estimate`` does.
+they consume the generator as its ``estimate`` does; a backend may fill the block with the same calls
+on its generator directly (the native ``"glm_fused_draws"``, NumPy's draws with replacement).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class FusedPlan:
         self.n_est = sampler.n_leapfrog if hmc else 1
         self.n_normal = self.n_est + (1 if hmc and sampler.resample_momentum else 0)
         self._draw = _minibatch(estimator)._draw
+        self._fast_draws = native(model.xp, "glm_fused_draws")
         self._resid = (None, None)  # a native's table for the control variate's centre, kept between blocks
         self._spec_model = {"kind": model._native_kind, "X": model.X, "y": model.y,
                             "param": float(model._native_param or 1.0), "prior_var": model.prior_var}
@@ -117,8 +119,13 @@ class FusedPlan:
         xp, m = self.model.xp, self.model
         shape, dt, mb = (chains, m.dim), m.dtype, _minibatch(self.estimator)
         n_data, n, replace, draw = m.n_data, mb.batch_size, mb.replace, self._draw
-        zs, ids = [], []
         fresh = self.n_normal > self.n_est
+        if self._fast_draws is not None:  # a backend's straight path for the same calls
+            out = self._fast_draws(rng, iterations, self.n_normal, self.n_est, fresh, chains, m.dim, n_data, n,
+                                   replace)
+            if out is not NotImplemented:
+                return out
+        zs, ids = [], []
         for _ in range(iterations):
             if fresh:
                 zs.append(rng.normal(shape, dtype=dt))
