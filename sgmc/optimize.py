@@ -314,6 +314,9 @@ def negative_hessian(model: Any, theta: Any, *, chunk_elements: int = 4_000_000)
     t = _start(model, theta, "theta")
     eye = xp.eye(d, dtype=model.dtype, device=model.device)
     if provides(model, "hess_log_lik"):
+        rows = getattr(model, "stream_rows", None)  # data read from disk: a chunk no larger than a block
+        if rows:
+            chunk_elements = min(chunk_elements, rows * d)
         chunk = max(1, min(model.n_data, chunk_elements // max(d * d, 1)))
         H = xp.zeros((d, d), dtype=model.dtype, device=model.device)
         for start in range(0, model.n_data, chunk):

@@ -74,6 +74,11 @@ class _GLM(Model):
     def grad_log_prior(self, theta: Array) -> Array:
         return -theta / self.prior_var
 
+    @property
+    def stream_rows(self) -> int | None:
+        """Rows per block of a full pass over data read from disk (``None`` for data in memory)."""
+        return self.X.block_rows if isinstance(self.X, RowSource) else None
+
     def _rows(self, flat: Array) -> Array:
         """Rows ``X[flat]``: a gather, or for data on disk a read of those rows only (sgmc._blocks)."""
         if isinstance(self.X, RowSource):
