@@ -2,7 +2,7 @@
 
 A linear regression with N x d float64 data (0.8 GB at the default N = 1e6, d = 100) is built
 without temporaries, then ``sgmc.sample`` runs 4 chains in 2 groups on a ``ProcessPoolExecutor``
-of 2 workers (started by "forkserver", as ``executor="processes"`` starts them). Peak resident
+of 2 workers (started by "spawn", as ``executor="processes"`` starts them). Peak resident
 memory (``ru_maxrss``: anonymous and file-backed pages, so memory-mapped data count) is read in
 the parent after the run and in each worker by a task sent after the run. Each measurement runs in
 a fresh Python process; ``--tree DIR`` measures the sgmc of another checkout (for a before/after
@@ -73,7 +73,7 @@ def measure(n: int, d: int, iters: int, executor: str = "processes") -> dict:
         return {"sgmc": os.path.dirname(os.path.dirname(sgmc.__file__)), "data_mib": data_mib,
                 "parent_before_run_mib": before, "parent_peak_mib": _peak_mib(),
                 "worker_peaks_mib": sorted(peaks.values()), "wall_s": wall}
-    ctx = multiprocessing.get_context("forkserver")
+    ctx = multiprocessing.get_context("spawn")
     with cf.ProcessPoolExecutor(2, mp_context=ctx) as pool:
         list(pool.map(_worker_peak, range(2)))  # start both workers before the run
         t0 = time.perf_counter()
@@ -139,7 +139,7 @@ def main() -> None:
                     "parent peak / data", "worker peaks MiB", "worker peak / data", "run s"],
         "rows": rows,
         "notes": (f"N = {args.n}, d = {args.d}, LinearRegression, SGLD, {args.iters} iterations, 4 chains in "
-                  + ("2 groups on a ProcessPoolExecutor(2) started by forkserver" if args.executor == "processes"
+                  + ("2 groups on a ProcessPoolExecutor(2) started by spawn" if args.executor == "processes"
                      else "2 groups on a Dask LocalCluster(n_workers=2, threads_per_worker=1, processes=True)")
                   + "; peak = ru_maxrss"),
     }

@@ -8,9 +8,13 @@ default, one group after another, each group's chains one vectorised array), in 
 on a Dask cluster (a ``distributed.Client`` or its ``get_executor()``, or ``"dask"``: the client of
 this process).
 
-Data go to each worker once. On Dask the sampler, the estimator and the model they hold are
-scattered to every worker once (as one in-band pickle, so arrays arrive in aligned memory and
-round exactly as they do here) and each group is one task. On a process pool the run's spec is
+Data go to each worker once. On Dask each group is one task, and a worker loads the run's spec (the
+sampler, the estimator and the model they hold) at its first task and keeps it for the run: when
+every worker sees this machine's temporary file (a ``LocalCluster``), the spec travels with each task
+as a small pickle whose arrays the workers map from that file, as on a process pool below; otherwise
+it is scattered once as one in-band pickle, so arrays arrive in aligned memory and round exactly as
+they do here, and each worker fetches it once. (It is not broadcast: Dask's broadcast waits forever
+for a worker that dies while it copies.) On a process pool the run's spec is
 pickled once with its arrays out of band: the arrays are written to one temporary file (aligned,
 removed at the end) that every worker maps copy-on-write, so neither the parent nor a worker holds a
 second copy of the data, and each group is one task. Arrays that do not pickle out of band (torch
@@ -135,18 +139,33 @@ def _forget_spec(token: str) -> None:
 
 
 def _run_pickled(token: str, blob: bytes, tasks_blob: bytes) -> bytes:
-    """Dask worker entry point: unpickle the spec (once per run and worker) and the tasks, run them."""
+    """Dask worker entry point: load the spec (once per run and worker) and the tasks, run them.
+
+    ``blob`` is an in-band pickle of the spec, or a pickled :class:`SharedSpec` whose arrays the
+    worker maps from the file this machine's client wrote (workers on the client's machine only).
+    """
     with _WORKER_LOCK:
         spec = _WORKER_SPECS.get(token)
         if spec is None:
-            spec = _WORKER_SPECS[token] = pickle.loads(blob)
+            loaded = pickle.loads(blob)
+            spec = _WORKER_SPECS[token] = _load_shared(loaded) if isinstance(loaded, SharedSpec) else loaded
     out = _run_bundle(spec, pickle.loads(tasks_blob))
     return pickle.dumps(out, protocol=_PICKLE_PROTOCOL)
+
+
+def _file_id(path: str) -> tuple | None:
+    """(device, inode, size) of ``path`` as this process sees it, or None when it cannot see it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size)
 
 
 # -- a run's spec for local processes: one pickle, its arrays in a file the workers map ---------------
 _ALIGN = 64
 _MAX_HEAD = 1 << 22  # a pickle larger than this holds data in band: bundle the groups instead
+_MAX_INLINE = 1 << 20  # a Dask payload up to this size travels with each task instead of being scattered
 
 
 class SharedSpec(NamedTuple):
@@ -155,6 +174,7 @@ class SharedSpec(NamedTuple):
     head: bytes
     path: str | None
     layout: tuple  # ((offset, nbytes), ...)
+    ident: tuple | None = None  # the file's (device, inode, size) as its writer saw it
 
 
 def _share(spec: RunSpec) -> SharedSpec:
@@ -183,7 +203,7 @@ def _share(spec: RunSpec) -> SharedSpec:
     except (OSError, BufferError):
         _remove(path)
         return SharedSpec(pickle.dumps(spec, protocol=_PICKLE_PROTOCOL), None, ())
-    return SharedSpec(head, path, tuple(layout))
+    return SharedSpec(head, path, tuple(layout), _file_id(path))
 
 
 def _remove(path: str | None) -> None:
@@ -203,7 +223,12 @@ def _load_shared(shared: SharedSpec) -> RunSpec:
     if shared.path is None:
         return pickle.loads(shared.head)
     with open(shared.path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
+        st = os.fstat(fh.fileno())
+        if shared.ident is not None and (st.st_dev, st.st_ino, st.st_size) != shared.ident:
+            msg = (f"the run's data file {shared.path!r} is not the one the run wrote (device, inode or "
+                   "size differ): this worker does not share the writer's temporary folder")
+            raise FileNotFoundError(msg)
+        size = st.st_size
         view = memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)) if size else memoryview(bytearray())
     return pickle.loads(shared.head, buffers=[view[o : o + n] for o, n in shared.layout])
 
@@ -214,13 +239,15 @@ def _run_shared(shared: SharedSpec, tasks: list) -> list:
 
 
 def _safe_context() -> Any:
-    """A start method that does not fork a process whose libraries may hold threads.
+    """The "spawn" start method: each worker starts afresh, from this process as it is now.
 
     Forking after a library has started threads (PyTorch's and OpenMP's pools, BLAS) can deadlock
-    the child; "forkserver" forks from a clean server process, "spawn" starts afresh.
+    the child. "forkserver" avoids that, but forks every worker from one server process that the
+    first pool of this process started, and that keeps the environment variables, working folder
+    and import path of that moment: a later run's workers would not see what was set since (or
+    would still see what was removed). "spawn" gives every worker the caller's current ones.
     """
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    return multiprocessing.get_context("spawn")
 
 
 def is_dask(executor: Any) -> bool:
@@ -405,12 +432,18 @@ def _run_on_dask(spec: RunSpec, tasks: list, client: Any, bar: Any, n_iter: int)
     token = uuid.uuid4().hex
     lost_errors = _dask_lost_errors()
     results: dict = {}
+    local = _share_with_local_workers(spec, client)
 
     def submit(group: list) -> dict:
-        # the spec is scattered for each try: what the first one scattered may have died with its workers
-        shared = client.scatter(pickle.dumps(spec, protocol=_PICKLE_PROTOCOL), broadcast=True, hash=False)
+        blob = pickle.dumps(local if local is not None else spec, protocol=_PICKLE_PROTOCOL)
+        # A small payload (the mapped file's pickle) goes with every task, so tasks depend on no other
+        # key and a dead worker takes only its own tasks with it. A large one is scattered for each
+        # try (what the first one scattered may have died with its worker), to one worker, from which
+        # the others fetch it once; never broadcast, as Dask's broadcast copies to a fixed set of
+        # workers and waits forever for one that dies meanwhile.
+        payload = blob if len(blob) <= _MAX_INLINE else client.scatter(blob, hash=False)
         # in submission order (a list, not as_completed, which would need this client to be the default)
-        futs = [(client.submit(_run_pickled, token, shared, pickle.dumps([t], protocol=_PICKLE_PROTOCOL),
+        futs = [(client.submit(_run_pickled, token, payload, pickle.dumps([t], protocol=_PICKLE_PROTOCOL),
                                pure=False), [t]) for t in group]
         return dict(futs)
 
@@ -420,10 +453,34 @@ def _run_on_dask(spec: RunSpec, tasks: list, client: Any, bar: Any, n_iter: int)
             again = [t for t in tasks if t.index in set(lost)]
             diverged, lost = _collect_dask(submit(again), results, bar, n_iter, lost_errors)
     finally:
-        client.run(_forget_spec, token)
+        # every worker forgets the spec; one that is dying or restarting has nothing to forget
+        client.run(_forget_spec, token, on_error="ignore")
+        if local is not None:
+            _remove(local.path)
     _raise_diverged(diverged, results)
     _raise_lost(lost, results, "a Dask worker died (KilledWorker)")
     return results
+
+
+def _share_with_local_workers(spec: RunSpec, client: Any) -> SharedSpec | None:
+    """The spec with its arrays in a file every worker maps, when every worker sees that very file.
+
+    Workers of a ``LocalCluster`` (or any on this machine) then hold no copy of the data beyond the
+    shared pages, and this process none beyond its own arrays. Workers elsewhere (another machine,
+    another file system, a container that does not see the temporary folder) cannot see the file
+    (its device, inode and size differ or it is missing), and get the in-band pickle instead: None.
+    """
+    shared = _share(spec)
+    if shared.path is None:
+        return None
+    try:
+        seen = client.run(_file_id, shared.path, on_error="return")
+    except Exception:  # noqa: BLE001 - any failure to ask the workers means: do not rely on the file
+        seen = {}
+    if not seen or any(v != shared.ident for v in seen.values()):
+        _remove(shared.path)
+        return None
+    return shared
 
 
 def _collect_dask(futures: dict, results: dict, bar: Any, n_iter: int, lost_errors: tuple) -> tuple:

@@ -125,7 +125,7 @@ def run_page(page: str, tmp: Path, slow: bool) -> int:
     """Run every block of ``page``; return how many ran."""
     globs: dict = {"__name__": "__docs__"}
     ran = 0
-    cwd = os.getcwd()
+    cwd, environ = os.getcwd(), dict(os.environ)
     os.chdir(tmp)
     try:
         for block in code_blocks((ROOT / page).read_text()):
@@ -145,6 +145,11 @@ def run_page(page: str, tmp: Path, slow: bool) -> int:
             ran += 1
     finally:
         os.chdir(cwd)
+        # libraries a page imports may set variables (threadpoolctl: KMP_DUPLICATE_LIB_OK, torch's
+        # compiler: TORCHINDUCTOR_CACHE_DIR) that later tests and the processes they start would see
+        for key in set(os.environ) - set(environ):
+            del os.environ[key]
+        os.environ.update(environ)
     return ran
 
 

@@ -27,6 +27,8 @@ import sgmc
 import sgmc.run
 from sgmc.models import LogisticRegression
 
+from _deadline import deadline
+
 N_DATA, DIM = 5000, 4
 CHAINS, GROUP_SIZE, SEED = 8, 3, 7
 GROUPS = [[0, 3], [3, 6], [6, 8]]
@@ -47,6 +49,14 @@ DASK_CASES = [pytest.param(c, id=i) for c, i in zip(CASES, CASE_IDS)]
 
 # Run-dependent timings: everything else in a trace must match bit for bit.
 TIMING_INFO = ("setup_time", "sampling_time")
+HANG_S = 240  # the tests wait on worker processes; one that takes longer than this hangs
+
+
+@pytest.fixture(autouse=True)
+def _bounded(request):
+    """A test that hangs fails after HANG_S seconds with a message that says so and where it stood."""
+    with deadline(HANG_S, request.node.nodeid):
+        yield
 
 
 def _design(seed: int = 0):
@@ -430,3 +440,94 @@ def test_other_backends_give_same_draws_in_processes(name):
     assert type(there.draws) is type(here.draws)
     assert _same_bits(backends.to_numpy(here.draws), backends.to_numpy(there.draws))
     assert _same_bits(backends.to_numpy(here.grads), backends.to_numpy(there.grads))
+
+
+# -- 6. workers do not depend on state left behind by earlier code in this process ---------------
+
+_FRESH_STATE_SCRIPT = '''
+import os
+import sys
+
+import numpy as np
+
+import sgmc
+from sgmc import backends
+from sgmc.models import LogisticRegression
+
+
+class EnvDoubled(LogisticRegression):
+    """Its gradient is doubled in any process that sees SGMC_TEST_DOUBLE."""
+
+    def grad_log_lik_sum(self, theta, idx=None, weights=None):
+        g = super().grad_log_lik_sum(theta, idx, weights)
+        return 2 * g if os.environ.get("SGMC_TEST_DOUBLE") else g
+
+
+def run(model, **kw):
+    return sgmc.sample(model, "sgld", "svrg", step_size=1e-4, batch_size=50, n_iter=20, chains=4,
+                       group_size=2, rng=3, progress=False, store_grads=True,
+                       estimator_options={"update_every": 7}, **kw)
+
+
+def same(a, b):
+    a, b = backends.to_numpy(a), backends.to_numpy(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def main():
+    r = np.random.default_rng(0)
+    X = r.standard_normal((1000, 3))
+    y = (r.random(1000) < 0.5).astype(float)
+    # 1. a variable set for one run and removed after it is not seen by the next run's workers
+    model = EnvDoubled(X, y)
+    os.environ["SGMC_TEST_DOUBLE"] = "1"
+    doubled = run(model, executor="processes")
+    del os.environ["SGMC_TEST_DOUBLE"]
+    later = run(model, executor="processes")
+    here = run(model)
+    print("env", same(here.draws, later.draws), not same(here.draws, doubled.draws))
+    if "torch" not in sys.argv:
+        return
+    # 2. torch after what a test run may leave behind: threads started and then limited, the
+    # variables threadpoolctl and torch's compiler set at import, a different default dtype
+    import threadpoolctl  # noqa: F401  (sets KMP_DUPLICATE_LIB_OK)
+    import torch
+
+    Xt, yt = backends.asarray(X, backend="torch"), backends.asarray(y, backend="torch")
+    torch.ones(200, 200) @ torch.ones(200, 200)  # the intra-op pool is up
+    torch.set_num_threads(1)
+    torch.set_default_dtype(torch.float64)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.getcwd(), "inductor"))
+    os.environ["OMP_NUM_THREADS"] = "1"
+    model = LogisticRegression(Xt, yt)
+    here, there = run(model), run(model, executor="processes")
+    print("torch", type(here.draws) is type(there.draws), same(here.draws, there.draws),
+          same(here.grads, there.grads))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_processes_start_from_the_callers_current_state(tmp_path):
+    # Workers must start from this process as it is when the run starts, not as it was when an
+    # earlier run started its pool (a forkserver keeps the environment of its first start), and
+    # torch in the workers must give the draws it gives here whatever earlier code set in this
+    # process. A fresh interpreter, so that no earlier test's pool or server exists.
+    script = tmp_path / "fresh_state.py"
+    script.write_text(_FRESH_STATE_SCRIPT)
+    args = [sys.executable, str(script)]
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        args.append("torch")
+    env = {k: v for k, v in os.environ.items() if k != "SGMC_TEST_DOUBLE"}
+    out = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_S)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.split("\n")
+    assert "env True True" in lines, out.stdout + out.stderr[-3000:]
+    if "torch" in args:
+        assert "torch True True True" in lines, out.stdout + out.stderr[-3000:]

@@ -23,7 +23,17 @@ from sgmc import executors
 from sgmc.executors import WorkerLostError
 from sgmc.models import LogisticRegression
 
+from _deadline import deadline
+
 N_DATA, DIM, SEED = 3000, 3, 11
+HANG_S = 240  # every test here waits on worker processes; one that takes longer than this hangs
+
+
+@pytest.fixture(autouse=True)
+def _bounded(request):
+    """A test that hangs fails after HANG_S seconds with a message that says so and where it stood."""
+    with deadline(HANG_S, request.node.nodeid):
+        yield
 
 
 class DyingRegression(LogisticRegression):
@@ -213,9 +223,15 @@ def dask_client():
         os.environ.update(saved)
 
 
+def _both_workers(client) -> None:
+    """Wait until the cluster has both its workers again (the nannies restart killed ones)."""
+    client.wait_for_workers(2, timeout=120)
+
+
 def test_dask_survives_a_killed_worker(tmp_path, reference, dask_client):
     X, y = _data()
     marker = tmp_path / "killed"
+    _both_workers(dask_client)
     trace = _run(DyingRegression(X, y, marker, at=10), executor=dask_client)
     assert marker.exists()
     assert _same(trace.draws, reference.draws)
@@ -225,19 +241,24 @@ def test_dask_survives_a_killed_worker(tmp_path, reference, dask_client):
 def test_dask_group_lost_twice(tmp_path, reference, dask_client):
     X, y = _data()
     marker = tmp_path / "deaths"
+    _both_workers(dask_client)
     with pytest.raises(WorkerLostError, match=r"group\(s\) of chains \[(\d, )*2\]") as info:
         _run(DyingRegression(X, y, marker, at=3, chains=1, once=False), executor=dask_client)
     err = info.value
-    # the group that kills its worker is lost; so may be a group Dask had queued on that worker (its
-    # order within a worker is Dask's): every group is either finished or named as lost
+    # the group that kills its worker is lost; so may be a group Dask had queued on that worker, or
+    # one that finished there before this process fetched its result (Dask keeps results on the
+    # workers): every group is either finished or named as lost
     assert 2 in err.lost and not set(err.lost) & set(err.finished)
     assert set(err.lost) | set(err.finished) == {0, 1, 2}
-    bounds = {0: [0, 2], 1: [2, 4], 2: [4, 5]}
-    assert err.trace.info["groups"] == [bounds[g] for g in sorted(err.finished)]
-    want = np.concatenate([np.asarray(reference.draws)[a:b] for a, b in err.trace.info["groups"]])
-    assert _same(err.trace.draws, want)
+    if not err.finished:  # possible when both tries lost everything: nothing to carry
+        assert err.trace is None
+    else:
+        bounds = {0: [0, 2], 1: [2, 4], 2: [4, 5]}
+        assert err.trace.info["groups"] == [bounds[g] for g in sorted(err.finished)]
+        want = np.concatenate([np.asarray(reference.draws)[a:b] for a, b in err.trace.info["groups"]])
+        assert _same(err.trace.draws, want)
     # the workers forget the run's spec, whatever happened (the nannies restart the killed ones)
-    dask_client.wait_for_workers(2, timeout=120)
+    _both_workers(dask_client)
     held = dask_client.run(lambda: len(__import__("sgmc.executors").executors._WORKER_SPECS))
     assert set(held.values()) == {0}
 
@@ -273,3 +294,119 @@ def test_dask_specs_are_kept_per_run(reference):
         assert set(executors._WORKER_SPECS) == {"run-b"}
     finally:
         executors._WORKER_SPECS.clear()
+
+
+def _spec_for(X, y):
+    model = LogisticRegression(X, y)
+    smp = sgmc.samplers.make_sampler("sgld", model)
+    est = sgmc.estimators.make_estimator("minibatch", model, 30)
+    return executors.RunSpec(smp, est, [1e-4] * 40, list(range(40)), True, None, 100,
+                             sgmc.backends.get_backend("numpy"))
+
+
+def _mapped_data(token):
+    """In a worker: whether the cached spec's data is a view of a mapped file (no copy of its own)."""
+    import mmap as _mmap
+
+    spec = __import__("sgmc.executors").executors._WORKER_SPECS[token]
+    X = spec.estimator.model.X
+    base = X
+    while getattr(base, "base", None) is not None and not isinstance(base, (_mmap.mmap, memoryview)):
+        base = base.base
+    return isinstance(base, (_mmap.mmap, memoryview)) and not X.flags.owndata
+
+
+def test_local_dask_workers_map_the_data_file(reference, dask_client):
+    X, y = _data()
+    spec = _spec_for(X, y)
+    shared = executors._share_with_local_workers(spec, dask_client)
+    assert shared is not None and shared.path is not None and os.path.exists(shared.path)
+    try:
+        import pickle
+
+        rng = sgmc.backends.default_rng(SEED).spawn(1)[0]
+        task = pickle.dumps([executors.GroupTask(0, rng, np.zeros((2, DIM)))])
+        blob = pickle.dumps(shared)
+        assert len(blob) < 10_000  # the data are not in it: it travels with every task
+        fut = dask_client.submit(executors._run_pickled, "mapped-run", blob, task, pure=False)
+        assert len(pickle.loads(fut.result())) == 1
+        held = dask_client.run(lambda: "mapped-run" in __import__("sgmc.executors").executors._WORKER_SPECS)
+        where = [w for w, has in held.items() if has]
+        assert len(where) == 1
+        assert dask_client.run(_mapped_data, "mapped-run", workers=where) == {where[0]: True}
+    finally:
+        dask_client.run(executors._forget_spec, "mapped-run")
+        executors._remove(shared.path)
+
+
+def test_dask_workers_that_cannot_see_the_file_get_the_pickle(monkeypatch, reference, dask_client):
+    X, y = _data()
+    # as a worker on another machine would: the file it is told of is not the one written here
+    monkeypatch.setattr(dask_client, "run", lambda fn, *a, **k: {"tcp://elsewhere:1": None})
+    before = set(os.listdir(__import__("tempfile").gettempdir()))
+    assert executors._share_with_local_workers(_spec_for(X, y), dask_client) is None
+    after = set(os.listdir(__import__("tempfile").gettempdir()))
+    assert not {f for f in after - before if f.startswith("sgmc-data-")}
+
+
+def _recording_scatter(monkeypatch, client) -> list:
+    calls = []
+    real = client.scatter
+
+    def scatter(data, *args, **kwargs):
+        calls.append(kwargs)
+        return real(data, *args, **kwargs)
+
+    monkeypatch.setattr(client, "scatter", scatter)
+    return calls
+
+
+def _as_if_remote(monkeypatch) -> None:
+    """The run's spec travels as it does to workers on other machines: one in-band pickle, scattered."""
+    monkeypatch.setattr(executors, "_share_with_local_workers", lambda spec, client: None)
+    monkeypatch.setattr(executors, "_MAX_INLINE", 0)
+
+
+def test_dask_spec_is_never_broadcast(monkeypatch, reference, dask_client):
+    # Dask's broadcast copies to a fixed set of workers and waits forever for one that dies meanwhile:
+    # local workers get the mapped file's small pickle with each task, others a plain scatter
+    X, y = _data()
+    _both_workers(dask_client)
+    calls = _recording_scatter(monkeypatch, dask_client)
+    assert _same(_run(LogisticRegression(X, y), executor=dask_client).draws, reference.draws)
+    assert calls == []
+    _as_if_remote(monkeypatch)
+    assert _same(_run(LogisticRegression(X, y), executor=dask_client).draws, reference.draws)
+    assert len(calls) == 1 and not calls[0].get("broadcast", False)
+
+
+def test_dask_survives_a_killed_worker_when_the_spec_is_scattered(monkeypatch, tmp_path, reference, dask_client):
+    # scattered to one worker, the spec dies with it when that is the worker killed: every group
+    # that needed it is lost and runs again; either way the draws are those of an uninterrupted run
+    X, y = _data()
+    marker = tmp_path / "killed"
+    _both_workers(dask_client)
+    _as_if_remote(monkeypatch)
+    for at in (2, 30):  # early (the others still fetching the spec) and late
+        marker.unlink(missing_ok=True)
+        trace = _run(DyingRegression(X, y, marker, at=at), executor=dask_client)
+        assert marker.exists()
+        assert _same(trace.draws, reference.draws)
+        _both_workers(dask_client)
+
+
+def test_a_data_file_that_is_not_the_written_one_is_refused(tmp_path):
+    # a worker that sees another file under the same name (another machine's temporary folder) must
+    # not read it as the run's data
+    X, y = _data()
+    spec = executors.RunSpec(None, LogisticRegression(X, y), [1e-4], [0], False, None, 1, None)
+    shared = executors._share(spec)
+    try:
+        assert shared.ident == executors._file_id(shared.path)
+        assert _same(executors._load_shared(shared).estimator.X, X)
+        dev, ino, size = shared.ident
+        for other in ((dev, ino + 1, size), (dev, ino, size + 1)):
+            with pytest.raises(FileNotFoundError, match=r"data file .*sgmc-data-.*not the one the run wrote"):
+                executors._load_shared(shared._replace(ident=other))
+    finally:
+        executors._remove(shared.path)
