@@ -323,6 +323,9 @@ def _column(values: list, chains: int) -> Any:
     Arrays are stacked where they live and copied to the host once.
     """
     hx = backends.get_backend("numpy").xp
+    if set(map(type, values)) <= {int, float}:  # the common case, without a check per value
+        row = hx.asarray(values, dtype=hx.float64)
+        return hx.broadcast_to(row[None, :], (chains, len(values)))
     arrays = [v for v in values if not isinstance(v, numbers.Number)]
     if not arrays:
         row = hx.asarray(values, dtype=hx.float64)
