@@ -1,29 +1,41 @@
-"""SGLD with full, unbuffered and buffered gradients: KSD table (Aicher 2020, Tables 3.4-3.5).
+"""The KSD tables of Aicher (2020, chapter 3): buffered against unbuffered and full-series gradients.
 
-For each problem this script runs SGLD with three gradient estimators for the same wall-clock
-budget (as the thesis compares them at equal runtime):
+Each table of the thesis is one ``--table``:
 
-* **Full**: the exact gradient over the whole series (Kalman / forward-backward; for models without
-  a tractable likelihood, the particle smoother over the whole series, ``S = T``, ``B = 0``);
-* **No Buffer**: subsequences of length ``S`` without buffer (``B = 0``, biased);
-* **Buffer**: the same subsequences with ``B`` buffer times on each side;
+``3.2``  ARHMM (K = 2, m = 2, p = 1, the rotations of thesis section 3.5.2), ``T = 10^4`` and ``10^6``:
+         SGLD and SGRLD with buffered subsequence gradients (``S = 2``, ``B = 0`` or ``2``) and with the
+         full-series gradient (LD, RLD); log10 KSD by variable (``Pi`` through its expanded means,
+         ``A``, the precisions' Cholesky factors for ``Sigma``).
+``3.3``  LGSSM (n = m = 2, the rotating state of section 3.5.2), same samplers with ``S = 20``,
+         ``B = 0`` or ``10``; log10 KSD of ``A``, ``Q`` and ``R`` (through their precision factors).
+``3.4``  scalar LGSSM (``A = 0.9, Q = 0.5, R = 1``), ``T = 10^3`` and ``10^6``: SGLD with Full
+         (``S = T``), No Buffer (``S = 40, B = 0``) and Buffer (``S = 40, B = 10``) gradients, each
+         from the Kalman smoother (``N = inf``) and from the particle buffered estimator (``N``
+         particles).
+``3.5``  stochastic volatility and GARCH on exchange-rate returns: Full, No Buffer and Buffer particle
+         gradients (``S = 40``, ``B = 0`` or ``10``). GARCH runs twice: with the thesis's score (the
+         partial derivative that holds ``sigma_{t-1}^2`` fixed, ``score="partial"``, a different target
+         from the GARCH posterior) and with the exact score.
+``slds`` SLDS (K = 2, n = m = 2, section 3.5.2's parameters), the thesis's Figure 3.15 comparison as a
+         table: SGRLD with the ``z``, ``x`` and ``xz`` Monte Carlo gradients (``S = 10``, ``B = 10``);
+         the SLDS has no tractable likelihood, so the table reports, as the figure does, the error of
+         the posterior means of ``A`` and ``Pi`` against the truth.
 
-and reports the kernel Stein discrepancy (sgmc.diagnostics.ksd, IMQ kernel, scores = exact
-gradients of the log posterior at the draws where the likelihood is tractable, particle estimates
-over the whole series otherwise) over all chains, in total and per coordinate (the KSD of each
-coordinate's draws with that coordinate's score, the kernel on that coordinate only). Step sizes
-follow the thesis's convention ``theta += eps g / T + N(0, 2 eps / T)``, i.e. sgmc's
-``h = 2 eps / T``; with a grid (``--eps 1 0.1 0.01 0.001``, the thesis's) every method keeps its best
-KSD. Chains start away from the truth (the thesis starts from prior draws).
+Protocol (as the thesis's, at a smaller scale). Every run has the same CPU-time budget (``--budget``
+seconds of this process's CPU time, so that runs compare fairly on a shared machine; wall time is
+reported beside it): a short pilot after a warm-up call (compilation, caches) sets the number of
+iterations. Chains start away from the truth. Each method runs at every step of the thesis's grid
+``eps in {1, 0.1, 0.01, 0.001}`` (SGLD ``h = 2 eps / T``; SGRLD ``h = 2 eps`` on its metric, which
+carries the factor ``T``) and keeps the step with the smallest KSD; a run that diverges is reported
+as such. The KSD (IMQ kernel, :func:`sgmc.diagnostics.ksd`) is computed per chain over the second
+half of its draws (``--keep`` thinned draws per chain) with the scores of the posterior at those
+draws: exact gradients (Kalman smoother, forward-backward) where the likelihood is tractable, a
+particle smoother over the whole series with ``4 N`` particles otherwise; the table shows the mean
+and standard deviation over chains, as the thesis's tables do. The time to score is bounded: it is
+``chains x keep`` full-series gradients, run through the compiled exact recursions, and is reported.
 
-Problems: the scalar LGSSM (phi = 0.9, Q = 0.5, R = 1) simulated with T = 1000 (``--long``:
-T = 10^6), a 2-state Gaussian HMM fitted to the daily Deutsche mark / US dollar log returns
-(sgmc.datasets.exchange_rates, 1866 returns; a regime-switching volatility model), and, when
-sgmc.ssm provides them, the stochastic volatility and GARCH models on simulated data and on the
-exchange-rate returns (particle smoothers).
-
-Run ``python docs/ssm_ksd_table.py`` or ``--quick``. The table goes to ``docs/results/ssm_ksd_table.json``
-(``--results``).
+Run ``python docs/ssm_ksd_table.py --table 3.3`` (``--T 10000 1000000`` sets the series lengths;
+``--quick`` for a smoke run). Each table writes ``docs/results/ssm_ksd_<table>.json``.
 """
 
 from __future__ import annotations
@@ -33,6 +45,7 @@ import math
 import os
 import sys
 import time
+from typing import Any, NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from docs._results import write_results  # noqa: E402  (imported first: it records the load at start)
@@ -42,171 +55,321 @@ import numpy as np  # noqa: E402
 import sgmc  # noqa: E402
 from sgmc import backends  # noqa: E402
 from sgmc.diagnostics import ksd  # noqa: E402
-from sgmc.ssm import LGSSM, Buffered, GaussianHMM, HMMParams  # noqa: E402
+from sgmc.ssm import ARHMM, GARCH, LGSSM, SLDS, Buffered, StochasticVolatility  # noqa: E402
+from sgmc.ssm.arhmm import ARHMMParams  # noqa: E402
+from sgmc.ssm.lgssm import LGSSMParams  # noqa: E402
+from sgmc.ssm.slds import SLDSParams  # noqa: E402
+
+THESIS_EPS = (1.0, 0.1, 0.01, 0.001)
 
 
-def lgssm_problem(T, seed):
+class Problem(NamedTuple):
+    model: Any
+    init: np.ndarray
+    blocks: dict          # variable name -> slice of theta
+    score: str            # "exact" or "particle"
+    truth: Any = None
+
+
+def rotation(angle):
+    return np.array([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
+
+
+def arhmm_problem(T, seed):
+    """Thesis section 3.5.2: two alternating rotations, Pr(z_t != z_{t-1}) = 0.9."""
+    truth = ARHMMParams(np.array([[0.1, 0.9], [0.9, 0.1]]),
+                        np.stack([0.9 * rotation(-math.pi / 4), 0.9 * rotation(math.pi / 4)]),
+                        np.stack([0.1 * np.eye(2)] * 2))
+    proto = ARHMM(np.zeros((8, 2)), 2)
+    _, y = proto.simulate(backends.default_rng(seed), T, proto.unconstrain(truth))
+    model = ARHMM(np.asarray(y), 2)
+    start = ARHMMParams(np.full((2, 2), 0.5), np.stack([0.5 * np.eye(2), -0.5 * np.eye(2)]), np.stack([np.eye(2)] * 2))
+    blocks = {"pi": slice(0, 4), "A": slice(4, 12), "Sigma": slice(12, 18)}
+    return Problem(model, np.asarray(model.unconstrain(start)), blocks, "exact", truth)
+
+
+def lgssm2_problem(T, seed):
+    """Thesis section 3.5.2: a rotating 2-d state (A = 0.7 R(pi/4), Q = 0.1 I) seen with noise R = I."""
+    truth = LGSSMParams(0.7 * rotation(math.pi / 4), 0.1 * np.eye(2), np.eye(2), np.eye(2))
+    proto = LGSSM(np.zeros((8, 2)))
+    _, y = proto.simulate(backends.default_rng(seed), T, proto.unconstrain(truth))
+    model = LGSSM(np.asarray(y))
+    start = LGSSMParams(0.3 * np.eye(2), 0.5 * np.eye(2), np.eye(2), 2.0 * np.eye(2))
+    blocks = {"A": slice(0, 4), "Q": slice(4, 7), "R": slice(7, 10)}
+    return Problem(model, np.asarray(model.unconstrain(start)), blocks, "exact", truth)
+
+
+def lgssm1_problem(T, seed):
+    """The scalar LGSSM of Table 3.4 (A = 0.9, Q = 0.5, R = 1); theta = (A, 1/sqrt Q, 1/sqrt R)."""
     theta = np.array([0.9, 1 / math.sqrt(0.5), 1.0])
     _, y = LGSSM.simulate_scalar(backends.default_rng(seed), T, theta)
-    return LGSSM(y), np.array([0.5, 1.0, 1.0]), "exact"  # start away from the truth (phi = 0.5, sigma = tau = 1)
+    blocks = {"A": slice(0, 1), "Q": slice(1, 2), "R": slice(2, 3)}
+    return Problem(LGSSM(np.asarray(y)), np.array([0.5, 1.0, 1.0]), blocks, "exact", theta)
 
 
-def hmm_exchange_problem(T, seed):
+def fx_returns():
     from sgmc.datasets import exchange_rates
 
-    y = exchange_rates("dm").returns
-    model = GaussianHMM(y, 2)
-    init = model.unconstrain(HMMParams(np.array([[0.95, 0.05], [0.05, 0.95]]), np.array([[0.0], [0.0]]), np.array([[[0.3]], [[1.5]]])))
-    return model, init, "exact"
+    return np.asarray(exchange_rates("dm").returns)[:, 0]
 
 
-def particle_problems(T, seed):
-    """SV and GARCH (thesis section 3.5.2 parameters), simulated and on the DM/USD returns."""
-    import sgmc.ssm as ssm
+def sv_problem(T, seed):
+    """Stochastic volatility on the DM/USD daily returns; theta = (atanh phi, 1/sigma, 1/tau)."""
+    init = np.array([math.atanh(0.9), 2.0, 2.0])
+    blocks = {"phi": slice(0, 1), "sigma": slice(1, 2), "tau": slice(2, 3)}
+    return Problem(StochasticVolatility(fx_returns()), init, blocks, "particle")
 
-    out = {}
-    specs = []
-    if hasattr(ssm, "StochasticVolatility"):
-        # phi = 0.9, sigma = 0.5, tau = 0.5 in theta = (atanh phi, 1/sigma, 1/tau)
-        specs.append(("SV", ssm.StochasticVolatility, np.array([math.atanh(0.9), 2.0, 2.0])))
-    if hasattr(ssm, "GARCH"):
+
+def garch_problem(score):
+    def make(T, seed):
         # alpha = 0.1, beta = 0.8, gamma = 0.05, tau = 0.3 in theta = (log mu, logit phi, logit lambda, tau)
         phi, lam = 0.85, 0.8 / 0.85
-        specs.append(("GARCH", ssm.GARCH, np.array([math.log(0.1 / 0.15), math.log(phi / (1 - phi)), math.log(lam / (1 - lam)), 0.3])))
-    for name, cls, theta in specs:
-        _, y = cls.simulate_data(backends.default_rng(seed), T, theta)
-        out[f"{name} (simulated)"] = (cls(np.asarray(y)), theta, "particle")
-        if T <= 10**4:
-            try:
-                from sgmc.datasets import exchange_rates
-
-                out[f"{name} (DM/USD)"] = (cls(exchange_rates("dm").returns[:, 0]), theta, "particle")
-            except ImportError:
-                pass
-    return out
+        init = np.array([math.log(0.1 / 0.15), math.log(phi / (1 - phi)), math.log(lam / (1 - lam)), 0.3])
+        blocks = {"mu": slice(0, 1), "phi": slice(1, 2), "lambda": slice(2, 3), "tau": slice(3, 4)}
+        return Problem(GARCH(fx_returns(), score=score), init, blocks, "particle")
+    return make
 
 
-def scores_at(model, draws, method, n_particles, rng):
-    """Scores at the draws, in chunks that keep (draws x T) arrays near 2e7 numbers."""
+def slds_problem(gradient):
+    def make(T, seed):
+        truth = SLDSParams(np.array([[0.9, 0.1], [0.1, 0.9]]),
+                           np.stack([0.9 * rotation(-math.pi / 4), 0.9 * rotation(math.pi / 4)]),
+                           np.stack([0.1 * np.eye(2)] * 2), np.eye(2), 0.1 * np.eye(2))
+        proto = SLDS(np.zeros((8, 2)), 2)
+        _, _, y = proto.simulate(backends.default_rng(seed), T, proto.unconstrain(truth))
+        model = SLDS(np.asarray(y), 2, gradient=gradient)
+        start = SLDSParams(np.full((2, 2), 0.5), np.stack([0.5 * np.eye(2), -0.5 * np.eye(2)]),
+                           np.stack([0.3 * np.eye(2)] * 2), np.eye(2), 0.3 * np.eye(2))
+        return Problem(model, np.asarray(model.unconstrain(start)), {}, "none", truth)
+    return make
+
+
+def buffered(S, B, **kw):
+    return ("buffered", dict(subsequence_length=S, buffer=B, **kw))
+
+
+def table_spec(table, args):
+    """(problems, methods): problems name -> maker; methods label -> (sampler, estimator, options)."""
+    N = args.particles
+    if table == "3.2":
+        return {"ARHMM": arhmm_problem}, {
+            "SGLD (No Buffer)": ("sgld",) + buffered(2, 0), "SGLD (Buffer)": ("sgld",) + buffered(2, 2),
+            "LD": ("sgld", "full", {}),
+            "SGRLD (No Buffer)": ("sgrld",) + buffered(2, 0), "SGRLD (Buffer)": ("sgrld",) + buffered(2, 2),
+            "RLD": ("sgrld", "full", {})}
+    if table == "3.3":
+        return {"LGSSM 2-d": lgssm2_problem}, {
+            "SGLD (No Buffer)": ("sgld",) + buffered(20, 0), "SGLD (Buffer)": ("sgld",) + buffered(20, 10),
+            "LD": ("sgld", "full", {}),
+            "SGRLD (No Buffer)": ("sgrld",) + buffered(20, 0), "SGRLD (Buffer)": ("sgrld",) + buffered(20, 10),
+            "RLD": ("sgrld", "full", {})}
+    if table == "3.4":
+        part = dict(method="particle", n_particles=N)
+        return {"LGSSM 1-d": lgssm1_problem}, {
+            "Full, N = inf": ("sgld", "full", {}), "Full, N particles": ("sgld", "full-particle", part),
+            "No Buffer, N = inf": ("sgld",) + buffered(40, 0), "No Buffer, N particles": ("sgld",) + buffered(40, 0, **part),
+            "Buffer, N = inf": ("sgld",) + buffered(40, 10), "Buffer, N particles": ("sgld",) + buffered(40, 10, **part)}
+    if table == "3.5":
+        part = dict(method="particle", n_particles=N)
+        return {"SV": sv_problem, "GARCH (thesis score)": garch_problem("partial"),
+                "GARCH (exact score)": garch_problem("exact")}, {
+            "Full": ("sgld", "full-particle", part), "No Buffer": ("sgld",) + buffered(40, 0, **part),
+            "Buffer": ("sgld",) + buffered(40, 10, **part)}
+    if table == "slds":
+        return {f"SLDS, {g} gradient": slds_problem(g) for g in ("z", "x", "xz")}, {
+            "SGRLD (Buffer)": ("sgrld",) + buffered(10, 10)}
+    raise ValueError(f"unknown table {table!r}")
+
+
+def scores_at(prob, draws, n_particles, seed):
+    """Scores of the posterior at the draws, in chunks of about 2e7 series points."""
+    model = prob.model
     chunk = max(1, int(2e7 // model.T))
     out = []
     for i in range(0, draws.shape[0], chunk):
         d = np.ascontiguousarray(draws[i : i + chunk])
-        if method == "exact":
-            out.append(model.grad_log_posterior(d))
+        if prob.score == "exact":
+            out.append(np.asarray(model.grad_log_posterior(d)))
         else:
             est = Buffered(model, subsequence_length=model.T, buffer=0, method="particle", n_particles=n_particles)
-            out.append(est.estimate(rng, None, d)[0])
+            out.append(np.asarray(est.estimate(backends.default_rng(seed + i), None, d)[0]))
     return np.concatenate(out)
 
 
-def run(name, model, init, method, args, rng_seed):
-    """Each method at every eps of the grid; the row with the smallest KSD is kept (the thesis's protocol)."""
-    best = {}
-    for eps in args.eps:
-        rows = run_one(model, init, method, args, rng_seed, eps)
-        for label, row in rows.items():
-            if label not in best or row[2] < best[label][2]:
-                best[label] = row + (eps,)
+def run_once(prob, method, eps, args, seed):
+    """One run at one step: iterations from a CPU-time pilot, then the KSD per chain over the kept half."""
+    sampler, estimator, opts = method
+    model = prob.model
     T = model.T
-    print(f"\n{name}: T = {T}, S = {args.S}, B = {args.B}, h = 2 eps / T, eps grid {args.eps}, {args.chains} chains")
-    names = [str(n) for n in getattr(model, "param_names", range(model.dim))]
-    print(f"{'method':>10} {'eps':>7} {'iters':>7} {'time s':>7} {'log10 KSD':>10} " + " ".join(f"{n:>14}" for n in names))
-    for label, (n_iter, wall, total, per, mean, eps) in best.items():
-        print(f"{label:>10} {eps:7.3g} {n_iter:7d} {wall:7.1f} {math.log10(total):10.3f} " + " ".join(f"{math.log10(p):14.3f}" for p in per))
-    print(f"{'':>10} posterior means: " + "; ".join(f"{k}: {np.array2string(v[4], precision=3)}" for k, v in best.items()))
-    return best
+    if estimator == "full-particle":
+        estimator, opts = "buffered", dict(subsequence_length=T, buffer=0, **opts)
+    h = 2 * eps / T if sampler == "sgld" else 2 * eps
+    if estimator == "buffered" and opts.get("method") == "particle" and opts["subsequence_length"] == T:
+        held = T * opts["n_particles"] * args.chains
+        if held > args.max_particle_states:
+            return {"skipped": f"not run: a full-series particle pass holds T x N x chains = {held:.1e} states "
+                               f"(over --max-particle-states {args.max_particle_states:.0e})"}
+    common = dict(chains=args.chains, init=prob.init, rng=seed, progress=False, estimator_options=opts)
+    try:
+        c0 = time.process_time()
+        sgmc.sample(model, sampler, estimator, step_size=h, n_iter=1, **common)  # warm-up: compilation, caches
+        if time.process_time() - c0 > 2 * args.budget:
+            return {"skipped": f"not run: one iteration took {time.process_time() - c0:.0f} s of CPU, "
+                               f"over twice the budget of {args.budget:g} s"}
+        pilot = 2
+        c0 = time.process_time()
+        sgmc.sample(model, sampler, estimator, step_size=h, n_iter=pilot, **common)
+        per_iter = max((time.process_time() - c0) / pilot, 1e-6)
+        if per_iter * args.pilot < 0.2 * args.budget:       # cheap iterations: a longer pilot times them better
+            pilot = args.pilot
+            c0 = time.process_time()
+            sgmc.sample(model, sampler, estimator, step_size=h, n_iter=pilot, **common)
+            per_iter = max((time.process_time() - c0) / pilot, 1e-6)
+        n_iter = int(min(args.max_iter, max(args.min_iter, args.budget / per_iter)))
+        # the scoring time is bounded: about 1e7 series points scored per chain, at least 10 draws
+        keep = max(1, min(args.keep, max(10, int(1e7 // T)), n_iter // 2))
+        thin = max(1, (n_iter - n_iter // 2) // keep)
+        c0, w0 = time.process_time(), time.perf_counter()
+        tr = sgmc.sample(model, sampler, estimator, step_size=h, n_iter=n_iter, burn_in=n_iter - keep * thin,
+                         thin=thin, **common)
+        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    except (sgmc.DivergenceError, np.linalg.LinAlgError, FloatingPointError) as err:
+        return {"diverged": type(err).__name__}
+    draws = np.asarray(tr.draws)                       # (chains, keep, dim)
+    if not np.all(np.isfinite(draws)):
+        return {"diverged": "non-finite draws"}
+    row = {"n_iter": n_iter, "cpu": cpu, "wall": wall, "mean": draws.reshape(-1, model.dim).mean(axis=0)}
+    if prob.score == "none":
+        return row
+    c0 = time.process_time()
+    sc = scores_at(prob, draws.reshape(-1, model.dim), 4 * args.particles, seed + 1).reshape(draws.shape)
+    row["score_cpu"] = time.process_time() - c0
+    if not np.all(np.isfinite(sc)):
+        return {"diverged": "non-finite scores"}
+    per_chain = {name: [math.log10(float(ksd(draws[c][:, b], sc[c][:, b]))) for c in range(draws.shape[0])]
+                 for name, b in (("total", slice(None)),) + tuple(prob.blocks.items())}
+    row["log10_ksd"] = {k: (float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else float("nan"))
+                        for k, v in per_chain.items()}
+    return row
 
 
-def run_one(model, init, method, args, rng_seed, eps):
-    T = model.T
-    h = 2 * eps / T
-    opts = dict(method=method, n_particles=args.particles) if method == "particle" else {}
-    configs = {
-        "Full": ("full", {}) if method == "exact" else ("buffered", dict(subsequence_length=T, buffer=0, **opts)),
-        "No Buffer": ("buffered", dict(subsequence_length=args.S, buffer=0, **opts)),
-        "Buffer": ("buffered", dict(subsequence_length=args.S, buffer=args.B, **opts)),
-    }
-    rows = {}
-    for label, (est, eopts) in configs.items():
-        # a pilot run measures the cost of an iteration; the run then fills the time budget
-        t0 = time.perf_counter()
-        sgmc.sample(model, "sgld", est, step_size=h, n_iter=5, chains=args.chains, init=init, rng=rng_seed,
-                    progress=False, estimator_options=eopts)
-        per_iter = (time.perf_counter() - t0) / 5
-        n_iter = int(min(args.max_iter, max(args.min_iter, args.seconds / per_iter)))
-        t0 = time.perf_counter()
-        tr = sgmc.sample(model, "sgld", est, step_size=h, n_iter=n_iter, burn_in=n_iter // 2, chains=args.chains,
-                         init=init, rng=rng_seed, progress=False, estimator_options=eopts)
-        wall = time.perf_counter() - t0
-        draws = tr.draws[:, :: max(1, tr.draws.shape[1] // args.keep), :]
-        flat = draws.reshape(-1, model.dim)
-        sc = scores_at(model, flat, method, args.particles * 4, backends.default_rng(rng_seed + 1))
-        total = float(ksd(flat, sc))
-        per = [float(ksd(flat[:, j : j + 1], sc[:, j : j + 1])) for j in range(model.dim)]
-        rows[label] = (n_iter, wall, total, per, flat.mean(axis=0))
-    return rows
+def slds_error(prob, mean):
+    """Squared errors of the posterior means of A and Pi against the truth (Figure 3.15's metrics)."""
+    est = prob.model.constrain(mean)
+    return (float(np.mean((np.asarray(est.A) - prob.truth.A) ** 2)),
+            float(np.mean((np.asarray(est.Pi) - prob.truth.Pi) ** 2)))
+
+
+def fmt(mean_sd):
+    m, s = mean_sd
+    return f"{m:.2f} ({s:.2f})"
+
+
+def run_table(table, args):
+    """Every problem x method x step of one table; the best step per method; tables by series length."""
+    problems, methods = table_spec(table, args)
+    lengths = [None] if table == "3.5" else args.T
+    tables = {}
+    for T in lengths:
+        rows, var_cols = [], None
+        for pname, make in problems.items():
+            prob = make(T, args.seed)
+            names = list(prob.blocks)
+            var_cols = names if var_cols in (None, names) else "mixed"
+            for label, method in methods.items():
+                tried, best = [], None
+                for eps in args.eps:
+                    t0 = time.perf_counter()
+                    r = run_once(prob, method, eps, args, args.seed + 1)
+                    if "skipped" in r:
+                        tried.append(r["skipped"])
+                        print(f"[{table}] {pname} T={prob.model.T} {label}: {r['skipped']}", flush=True)
+                        break                      # the cost does not depend on the step
+                    if "diverged" in r:
+                        tried.append(f"{eps:g}: diverged")
+                    elif prob.score == "none":
+                        r["key"] = sum(slds_error(prob, r["mean"]))
+                        tried.append(f"{eps:g}: {r['key']:.3g}")
+                    else:
+                        r["key"] = r["log10_ksd"]["total"][0]
+                        tried.append(f"{eps:g}: {r['key']:.2f}")
+                    print(f"[{table}] {pname} T={prob.model.T} {label} eps={eps:g}: {tried[-1]} "
+                          f"({time.perf_counter() - t0:.0f} s wall)", flush=True)
+                    if "diverged" not in r and (best is None or r["key"] < best[1]["key"]):
+                        best = (eps, r)
+                rows.append((pname, int(prob.model.T), label, names, best, "; ".join(tried), prob))
+        cols = ["problem", "T", "method", "eps", "iterations", "CPU s", "wall s"]
+        if table == "slds":
+            cols += ["MSE of A (posterior mean)", "MSE of Pi (posterior mean)"]
+        elif var_cols == "mixed":
+            cols += ["log10 KSD", "log10 KSD by variable"]
+        else:
+            cols += ["log10 KSD"] + [f"log10 KSD {v}" for v in var_cols]
+        cols += ["scoring CPU s", "grid (eps: log10 KSD, or error)"]
+        body = []
+        for pname, T_, label, names, best, tried, prob in rows:
+            head = [pname, T_, label]
+            width = len(cols) - len(head) - 1
+            if best is None:
+                body.append(head + [None] * width + [tried])
+                continue
+            eps, r = best
+            cells = [eps, r["n_iter"], round(r["cpu"], 1), round(r["wall"], 1)]
+            if table == "slds":
+                cells += [f"{e:.2e}" for e in slds_error(prob, r["mean"])] + [None]
+            else:
+                ks = r["log10_ksd"]
+                if var_cols == "mixed":
+                    cells += [fmt(ks["total"]), ", ".join(f"{v} {fmt(ks[v])}" for v in names)]
+                else:
+                    cells += [fmt(ks["total"])] + [fmt(ks[v]) for v in names]
+                cells += [round(r["score_cpu"], 1)]
+            body.append(head + cells + [tried])
+        notes = (f"{args.chains} chains from a common start away from the truth; {args.budget:g} s of CPU time per run "
+                 f"(set by a pilot after a warm-up); the step of the grid {list(args.eps)} with the smallest "
+                 + ("summed error" if table == "slds" else "total KSD (mean over chains)")
+                 + f" is kept; {args.keep} thinned draws per chain from the second half"
+                 + ("" if table == "slds" else "; log10 KSD mean (SD) over chains")
+                 + (f"; particle gradients N = {args.particles}, particle scores 4N" if table in ("3.4", "3.5") else ""))
+        tables["data" if T is None else f"T{T}"] = {"columns": cols, "rows": body, "notes": notes}
+    return tables
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--T", type=int, default=1000)
-    ap.add_argument("--long", action="store_true", help="T = 10^6 for the simulated problems")
-    ap.add_argument("--S", type=int, default=20)
-    ap.add_argument("--B", type=int, default=10)
-    ap.add_argument("--eps", type=float, nargs="+", default=[0.1], help="step-size grid (thesis: 1 0.1 0.01 0.001)")
+    ap.add_argument("--table", required=True, choices=["3.2", "3.3", "3.4", "3.5", "slds"])
+    ap.add_argument("--T", type=int, nargs="+", default=None, help="series lengths (default: the thesis's)")
+    ap.add_argument("--eps", type=float, nargs="+", default=list(THESIS_EPS))
     ap.add_argument("--chains", type=int, default=5)
-    ap.add_argument("--seconds", type=float, default=20.0, help="wall-clock budget per method")
-    ap.add_argument("--max-iter", type=int, default=20000)
-    ap.add_argument("--min-iter", type=int, default=50)
-    ap.add_argument("--keep", type=int, default=200, help="draws per chain used for the KSD")
-    ap.add_argument("--particles", type=int, default=200)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--results", default="ssm_ksd_table",
-                    help="results file docs/results/NAME.json (default ssm_ksd_table; 'none' writes nothing)")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "figures", "ssm_ksd_table.png"))
+    ap.add_argument("--budget", type=float, default=10.0, help="CPU seconds per run")
+    ap.add_argument("--pilot", type=int, default=20)
+    ap.add_argument("--min-iter", type=int, default=4)
+    ap.add_argument("--max-iter", type=int, default=50000)
+    ap.add_argument("--keep", type=int, default=50,
+                    help="thinned draws per chain scored for the KSD (at most 1e7 / T, at least 10)")
+    ap.add_argument("--particles", type=int, default=1000)
+    ap.add_argument("--max-particle-states", type=float, default=5e7,
+                    help="skip full-series particle gradients that would hold more particle states than this")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="tiny settings, no results file")
+    ap.add_argument("--results", default=None, help="results name (default ssm_ksd_<table>; 'none' writes nothing)")
     args = ap.parse_args(argv)
+    if args.T is None:
+        args.T = {"3.2": [10**4, 10**6], "3.3": [10**4, 10**6], "3.4": [10**3, 10**6], "slds": [10**4]}.get(args.table, [0])
     if args.quick:
-        args.seconds, args.keep, args.chains = 3.0, 50, 3
-    T = 10**6 if args.long else args.T
-    problems = {"LGSSM (simulated)": lgssm_problem(T, 0)}
-    if args.long:
-        args.keep = min(args.keep, 20)
-        args.min_iter = min(args.min_iter, 10)
-    else:
-        try:
-            problems["Gaussian HMM (DM/USD)"] = hmm_exchange_problem(T, 0)
-        except ImportError as exc:
-            print(f"skipping the exchange-rate problem: {exc}")
-    problems.update(particle_problems(T, 0))
-    results = {}
-    for name, (model, init, method) in problems.items():
-        results[name] = run(name, model, init, method, args, 1)
-    if args.results != "none":
-        body = [[name, label, int(r[0]), float(r[1]), math.log10(r[2])]
-                for name, rows in results.items() for label, r in rows.items()]
-        table = {"columns": ["problem", "method", "iterations", "wall s", "log10 KSD (total)"], "rows": body,
-                 "formats": [None, None, None, ".1f", ".2f"],
-                 "notes": f"{args.chains} chains, {args.seconds:g} s of sampling per method, step-size grid eps in "
-                          f"{args.eps}, the best per method; S = {args.S}, B = {args.B}."}
-        print("wrote", write_results(args.results, {"ksd": table}, extra={"settings": vars(args)}))
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return results
-    fig = Figure(figsize=(4 * len(results), 3.2))
-    FigureCanvasAgg(fig)
-    for i, (name, rows) in enumerate(results.items()):
-        ax = fig.add_subplot(1, len(results), i + 1)
-        labels = list(rows)
-        ax.bar(labels, [math.log10(rows[k][2]) for k in labels], color=["C0", "C1", "C2"])
-        ax.set(title=name, ylabel="log10 KSD")
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    fig.savefig(args.out, dpi=110)
-    print(f"figure: {args.out}")
-    return results
+        args.T = [min(t, 500) for t in args.T]
+        args.eps, args.chains, args.budget, args.pilot, args.keep, args.particles = [0.1], 2, 0.5, 3, 10, 50
+        args.min_iter = 10
+        args.results = args.results or "none"
+    name = args.results or f"ssm_ksd_{args.table.replace('.', '')}"
+    tables = run_table(args.table, args)
+    for tid, t in tables.items():
+        print(f"\n{tid}: " + " | ".join(t["columns"]))
+        for r in t["rows"]:
+            print("  " + " | ".join(str(x) for x in r))
+    if name != "none":
+        print("wrote", write_results(name, tables, extra={"settings": vars(args)}))
+    return tables
 
 
 if __name__ == "__main__":

@@ -24,57 +24,10 @@ import math
 from typing import Any
 
 from ._array_api import Array, array_namespace
-from ._dispatch import native
-from ._draw_continuation import continuation, row_keys
+from ._dispatch import dispatch, native
+from ._distinct import complete_rows, first_distinct, oversample
 
 __all__ = ["oversample", "subsample", "subsample_twin", "first_distinct", "complete_rows", "categorical"]
-
-
-def oversample(size: int, n_data: int) -> int:
-    """Draws per row for a ``size``-subset of ``range(n_data)``: ``size`` plus a margin for repeats.
-
-    About ``size**2 / (2 n_data)`` draws repeat an earlier one; the margin is twice that plus eight
-    standard deviations, so a row falls short with negligible probability.
-    """
-    dups = size * size / (2.0 * n_data)
-    return size + int(math.ceil(2.0 * dups + 8.0 * math.sqrt(dups + 1.0) + 4.0))
-
-
-def first_distinct(draws: Array, size: int) -> tuple[Array, Array]:
-    """The first ``size`` distinct values of each row of ``draws``, in draw order.
-
-    Parameters
-    ----------
-    draws : int array (batch, m)
-    size : int
-
-    Returns
-    -------
-    rows : int64 array (k, size)
-        One row for each input row with at least ``size`` distinct values, in input order.
-    ok : bool array (batch,)
-        Which input rows had enough distinct values.
-    """
-    xp = array_namespace(draws)
-    dev = draws.device
-    b, m = draws.shape
-    draws = xp.astype(draws, xp.int64)
-    pos = xp.arange(m, dtype=xp.int64, device=dev)
-    # Sort by (value, position): copies of a value become adjacent, the earliest draw first.
-    order = xp.argsort(draws * m + pos, axis=1)
-    srt = xp.take_along_axis(draws, order, axis=1)
-    first_col = xp.zeros((b, 1), dtype=xp.bool, device=dev)
-    repeat_sorted = xp.concat([first_col, srt[:, 1:] == srt[:, :-1]], axis=1)
-    # Back to draw order through the inverse permutation.
-    repeat = xp.take_along_axis(repeat_sorted, xp.argsort(order, axis=1), axis=1)
-    keep = ~repeat
-    rank = xp.cumulative_sum(xp.astype(keep, xp.int64), axis=1)
-    ok = rank[:, -1] >= size
-    chosen = keep & (rank <= size)
-    # Chosen positions first, in draw order; then everything else.
-    slot = xp.argsort(xp.where(chosen, pos, pos + m), axis=1)[:, :size]
-    rows = xp.take_along_axis(draws, slot, axis=1)
-    return rows[ok], ok
 
 
 def subsample_twin(rng: Any, n_data: int, size: int, batch: int, replace: bool) -> Array:
@@ -99,26 +52,6 @@ def subsample_twin(rng: Any, n_data: int, size: int, batch: int, replace: bool) 
     return xp.take(allrows, xp.argsort(xp.concat([where[ok], short], axis=0)), axis=0)
 
 
-def complete_rows(draws: Array, size: int, n_data: int) -> Array:
-    """The first ``size`` distinct values of each row of ``draws`` (k, m) continued past its ``m`` draws.
-
-    For rows with fewer than ``size`` distinct values: each row's draws go on with the counter-based
-    stream of :mod:`sgmc._draw_continuation` keyed by the row itself, until ``size`` distinct values
-    are found. Returns int64 (k, size). Every backend's native subset draw completes short rows alike.
-    """
-    xp = array_namespace(draws)
-    draws = xp.astype(draws, xp.int64)
-    keys = row_keys(xp, draws)
-    m = draws.shape[1]
-    extra = max(m, 16)
-    while True:
-        full = xp.concat([draws, continuation(xp, keys, m, extra, n_data)], axis=1)
-        rows, ok = first_distinct(full, size)
-        if rows.shape[0] == draws.shape[0]:
-            return rows
-        extra *= 2
-
-
 def subsample(rng: Any, n_data: int, size: int, batch: int, *, replace: bool = False) -> Array:
     """``batch`` independent subsets of ``range(n_data)`` of ``size`` indices each: int64 ``(batch, size)``.
 
@@ -139,10 +72,7 @@ def subsample(rng: Any, n_data: int, size: int, batch: int, *, replace: bool = F
     >>> idx.shape
     (3, 5)
     """
-    fast = native(rng.backend.xp, "subsample")
-    if fast is not None:
-        return fast(rng, n_data, size, batch, replace)
-    return subsample_twin(rng, n_data, size, batch, replace)
+    return dispatch(rng.backend.xp, "subsample", subsample_twin)(rng, n_data, size, batch, replace)
 
 
 def categorical(u: Array, cdf: Array) -> Array:

@@ -289,6 +289,9 @@ def test_stein_kernel_at_its_cap_and_the_twin_above(emu, kind):
         st = _stein.make_stein(xp_np, x, s, _stein.resolve_preconditioner(xp_np, x, "med"), 1.0, -0.4, kind)
         got = _native.stein_row_sums(rt, xp_np, st, 64, "upper")
         want = _stein.row_sums_twin(xp_np, st, 64, "upper")
+        if d > cap:  # declined, so that the dispatcher runs the twin
+            assert got is NotImplemented
+            continue
         assert _rel(got, want) < 1e-12, d
 
 
@@ -494,6 +497,8 @@ def _twin_and_kernel(emu, seed, n_data, size, batch):
 
     a, b = backends.default_rng(seed), backends.default_rng(seed)
     got = _native.subsample(emu, a, n_data, size, batch, False)
+    if got is NotImplemented:  # declined before drawing: the dispatcher runs the twin
+        got = subsample_twin(a, n_data, size, batch, False)
     want = subsample_twin(b, n_data, size, batch, False)
     # the generators were consumed alike: their next draws agree
     assert a.uniform((3,)).tolist() == b.uniform((3,)).tolist()
@@ -514,6 +519,7 @@ def test_subsample_kernel_continues_short_rows_like_the_twin(emu, monkeypatch):
 
     # no margin for repeats: many rows come up short and continue their own draws
     monkeypatch.setattr(_sampling, "oversample", lambda size, n_data: size)
+    monkeypatch.setattr(_native, "oversample", lambda size, n_data: size)
     for seed, (n_data, size, batch) in enumerate([(40, 8, 50), (33, 8, 300), (10_000, 200, 5)]):
         draws = backends.default_rng(seed).integers(n_data, (batch, size))
         short = int(np.sum(_sampling.first_distinct(draws, size)[1] == 0))
@@ -522,7 +528,8 @@ def test_subsample_kernel_continues_short_rows_like_the_twin(emu, monkeypatch):
         assert all(len(set(r)) == size for r in got.tolist()) and got.max() < n_data
         # the generator gave exactly batch * size integers: its next draws are a fresh one's after those
         a = backends.default_rng(seed)
-        _native.subsample(emu, a, n_data, size, batch, False)
+        if _native.subsample(emu, a, n_data, size, batch, False) is NotImplemented:
+            _sampling.subsample_twin(a, n_data, size, batch, False)  # declined: the twin draws
         b = backends.default_rng(seed)
         b.integers(n_data, (batch, size))
         assert a.uniform((2,)).tolist() == b.uniform((2,)).tolist()
@@ -564,7 +571,7 @@ def test_resampling_degenerate_weights_at_scale(emu):
 
 def test_large_and_few_row_subsets_run_the_twin():
     from sgmc import backends
-    from sgmc._sampling import subsample_twin
+    from sgmc._sampling import subsample, subsample_twin
 
     class NoKernels:
         lib = np
@@ -574,8 +581,8 @@ def test_large_and_few_row_subsets_run_the_twin():
 
     for n_data, size, batch in [(100_000, _native.SUBSAMPLE_MAX_SIZE + 1, 200), (100_000, 200, 4)]:
         a, b = backends.default_rng(1), backends.default_rng(1)
-        got = _native.subsample(NoKernels(), a, n_data, size, batch)
-        np.testing.assert_array_equal(got, subsample_twin(b, n_data, size, batch, False))
+        assert _native.subsample(NoKernels(), a, n_data, size, batch) is NotImplemented  # the twin runs
+        np.testing.assert_array_equal(subsample(a, n_data, size, batch), subsample_twin(b, n_data, size, batch, False))
 
 
 def test_stochvol_native_leaves_few_long_rows_to_the_twin(emu):
@@ -671,5 +678,10 @@ def test_every_host_native_completes_short_rows_like_the_twin(monkeypatch):
     monkeypatch.setattr(_numpy, "oversample", tiny)
     for seed in range(3):
         want = _sampling.subsample_twin(backends.default_rng(seed), 40, 8, 50, False)
-        for fast in (_numpy.subsample, _numba.subsample):
-            np.testing.assert_array_equal(fast(backends.default_rng(seed), 40, 8, 50, False), want)
+        for compiled in (False, True):  # the packed sort, then the compiled pass where Numba is here
+            old = _numba.set_enabled(compiled)
+            try:
+                got = _numpy.subsample(backends.default_rng(seed), 40, 8, 50, False)
+            finally:
+                _numba.set_enabled(old)
+            np.testing.assert_array_equal(got, want)

@@ -110,7 +110,10 @@ def test_sorted_uniforms_are_order_statistics():
 def test_native_twin_agree(scheme):
     """The NumPy native path returns the array-API twin's integers for the same uniforms."""
     rng = np.random.default_rng(11)
-    native = make_backend().native["resample_" + scheme]
+    table = make_backend().native
+    # without a compiled path for the scheme, NumPy's native part is the ancestors from the counts
+    native = table.get("resample_" + scheme) or (
+        lambda w, u: table["ancestors_from_counts"](getattr(R, scheme + "_counts")(w, u)))
     for b, n in [(1, 1), (1, 5), (4, 33), (3, 1000)]:
         w = rng.random((b, n)) ** 4
         w[:, : n // 3] = 0.0 if n > 2 else w[:, : n // 3]

@@ -32,11 +32,9 @@ def _always(*_: Any) -> bool:
     return True
 
 
-def _backend_by_name(name: str) -> "Backend":
-    # Unpickling hook: the registry lives in the package, which imports this module.
-    from . import get_backend
-
-    return get_backend(name)
+#: The registry's lookup by name, ``[get_backend]``: the package (:mod:`sgmc.backends`), which imports
+#: this module, puts it here, so that a backend unpickles as the registry's backend of its name.
+REGISTRY_LOOKUP: list = []
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,7 +102,7 @@ class Backend:
         return hash(("sgmc.Backend", self.name))
 
     def __reduce__(self):
-        return (_backend_by_name, (self.name,))
+        return (REGISTRY_LOOKUP[0], (self.name,))
 
     def __repr__(self) -> str:
         return f"Backend({self.name!r})"

@@ -19,8 +19,8 @@ in the NumPy backend's ``native`` table under that function's name (:func:`sgmc.
   separate passes over copies, and its scatter sorts or counts over every cell of U and V).
 * ``"hmm_messages"`` and ``"kalman_stats"``: the exact forward-backward and Kalman/RTS recursions of
   :mod:`sgmc.ssm`, compiled time loops (:mod:`sgmc.backends._numba_ssm`).
-* ``"subsample"``: minibatch indices without replacement, the first distinct values of the integer
-  draws found with a bitmap instead of a sort.
+* :func:`first_distinct`: the first distinct values of rows of integer draws, found with a bitmap
+  instead of a sort; the NumPy backend's ``"subsample"`` uses it for sparse subsets.
 
 Numba is optional (``pip install "sgmc[cpu]"``). Without it, or with the environment variable
 ``SGMC_NATIVE=0``, nothing here is registered and the array-API twins run. The results equal the
@@ -30,53 +30,24 @@ the per-datum arithmetic (one ``exp`` per datum for the logistic model) is the t
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from typing import Any
 
 import numpy as np
 
-from . import _numba_fused
+from . import _numba_fused, _numba_ssm, _numba_stein
+from ._native_switch import ON as _ON
+from ._native_switch import available, set_enabled
+from ._numba_stein import STEIN_MAX_DIM
 
-__all__ = ["available", "natives", "set_enabled"]
+__all__ = ["available", "natives", "set_enabled", "first_distinct", "STEIN_MAX_DIM"]
 
 _GLM_KINDS = {"logistic": 0, "linear": 1}
 #: Smallest dimension for which the compiled GLM loop runs. Below it NumPy's own path is as fast or
 #: faster: the loop's exp is the scalar libm one, NumPy's is vectorised, and at small d the exp is
 #: most of the work (docs/performance.md). Tests set it to 0 to check the loop at every size.
 GLM_MIN_DIM = 32
-#: Largest dimension of the fused Stein loop (its row lives in registers); beyond it the twin runs.
-STEIN_MAX_DIM = 32
-
-
-def _env_enabled() -> bool:
-    return os.environ.get("SGMC_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-_ON = [_env_enabled()]
-
-
-def set_enabled(on: bool) -> bool:
-    """Turn the compiled paths on or off in this process (benchmarks, tests); returns the old setting.
-
-    Off, every entry returns what its array-API twin returns, by running the twin (the GLM entries
-    return ``NotImplemented``, which makes the model run its own code).
-    """
-    old = _ON[0]
-    _ON[0] = bool(on)
-    return old
-
-
-def available() -> bool:
-    """Whether Numba is installed and the natives are enabled (``SGMC_NATIVE`` is not ``0``)."""
-    if not _env_enabled():
-        return False
-    # find_spec, not import: Numba loads (about half a second) only when a native first runs
-    return importlib.util.find_spec("numba") is not None
-
 
 _KERNELS: list = []
-
 
 
 def _jit() -> Any:
@@ -184,30 +155,21 @@ def bpmf_grad_log_lik_diff_sum(users, items, ratings, theta, centre, idx, weight
 # -- minibatch indices -----------------------------------------------------------------------------
 
 
-def subsample(rng: Any, n_data: int, size: int, batch: int, replace: bool = False) -> np.ndarray:
-    """Native twin of :func:`sgmc._sampling.subsample_twin`: the same draws, the same subsets.
+def first_distinct(draws: np.ndarray, size: int, n_data: int) -> Any:
+    """The first ``size`` distinct values of each row of int64 ``draws`` in draw order, compiled.
 
-    Sparse subsets without replacement keep the first ``size`` distinct values of each row of
-    integer draws with one compiled pass and a bitmap (the twin sorts); rows short of ``size``
-    distinct values continue their own draws as in the twin, so the generator is consumed identically.
-    Draws with replacement and dense subsets run the NumPy backend's own path.
+    Returns ``(rows, ok)``: ``rows`` (batch, size) int64, filled where ``ok`` (batch,) is true (rows
+    short of ``size`` distinct values are left for the caller to complete); or ``NotImplemented``
+    when the compiled paths are off. One pass per row with a bitmap of the values seen (the twin
+    :func:`sgmc._distinct.first_distinct` sorts). The NumPy backend's ``subsample`` calls it.
     """
-    if replace or size * 4 > n_data or not _ON[0]:
-        from . import _numpy  # imported here: _numpy imports this module
-
-        return _numpy.subsample(rng, n_data, size, batch, replace)
-    from .._sampling import complete_rows, oversample
-
-    gen = rng.numpy_generator
-    m = oversample(size, n_data)
-    k = _jit()
+    if not _ON[0]:
+        return NotImplemented
+    batch = draws.shape[0]
     rows = np.empty((batch, size), dtype=np.int64)
     ok = np.empty(batch, dtype=np.bool_)
-    draws = gen.integers(0, n_data, size=batch * m, dtype=np.int64).reshape(batch, m)
-    k.first_distinct(draws, size, n_data, rows, ok)
-    if not ok.all():  # rows short of `size` distinct values continue their own draws, as in the twin
-        rows[~ok] = complete_rows(draws[~ok], size, n_data)
-    return rows
+    _jit().first_distinct(np.ascontiguousarray(draws, dtype=np.int64), size, n_data, rows, ok)
+    return rows, ok
 
 
 # -- resampling --------------------------------------------------------------------------------
@@ -215,31 +177,29 @@ def subsample(rng: Any, n_data: int, size: int, batch: int, replace: bool = Fals
 
 def resample_systematic(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Native twin of :func:`sgmc.ssm.resampling.systematic_ancestors`: one compiled pass per row."""
+    if not _ON[0] or not isinstance(weights, np.ndarray) or weights.ndim != 2:
+        return NotImplemented
     w = np.ascontiguousarray(weights, dtype=np.float64)
     uu = np.ascontiguousarray(np.broadcast_to(np.asarray(u, dtype=np.float64), (w.shape[0],)))
-    if not _ON[0]:
-        from ._numpy import resample_systematic as numpy_systematic
-
-        return numpy_systematic(weights, u)
     out = np.empty(w.shape, dtype=np.int64)
     _jit().systematic(w, uu, out)
     return out
 
 
 def natives() -> dict:
-    """The native table entries this module provides (empty when Numba is missing or disabled)."""
+    """The native table entries this module provides (empty when Numba is missing or disabled).
+
+    Every entry returns ``NotImplemented`` for a case it does not take (or while
+    :func:`set_enabled` has turned the compiled paths off); the caller then runs the next path.
+    """
     if not available():
         return {}
-    from ._numba_ssm import natives as ssm_natives
-    from ._numba_stein import stein_row_sums
-
     return {
-        **ssm_natives(_ON),  # "hmm_messages", "kalman_stats": the exact recursions of sgmc.ssm
+        **_numba_ssm.natives(),  # "hmm_messages", "kalman_stats": the exact recursions of sgmc.ssm
         **_numba_fused.natives(_ON),  # "glm_fused_block": blocks of GLM sampler iterations (sgmc.samplers._fused)
-        "subsample": subsample,
         "glm_grad_log_lik_sum": glm_grad_log_lik_sum,
         "glm_grad_log_lik_diff_sum": glm_grad_log_lik_diff_sum,
-        "stein_row_sums": stein_row_sums,
+        "stein_row_sums": _numba_stein.stein_row_sums,
         "bpmf_grad_log_lik_sum": bpmf_grad_log_lik_sum,
         "bpmf_grad_log_lik_diff_sum": bpmf_grad_log_lik_diff_sum,
         # the other schemes' NumPy paths (counts by the twin, ancestors by a histogram) are as fast as

@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from ._native_switch import ON as _ON
+
 __all__ = ["hmm_messages", "kalman_stats", "natives"]
 
 _KERNELS: list = []
-_ON: list = []  # filled by natives(): the switch of sgmc.backends._numba, shared
 
 
 def _jit() -> Any:
@@ -43,7 +44,7 @@ def _f64(*arrays) -> bool:
 
 
 def _enabled() -> bool:
-    return bool(_ON) and bool(_ON[0][0])
+    return _ON[0]
 
 
 def hmm_messages(Pi, p, p0, weight):
@@ -108,8 +109,6 @@ def kalman_stats(A, Q, C, R, y, m0, P0, mask, weight, smooth=True):
     return ll, S00, S10, S11, Syx, Syy
 
 
-def natives(switch: list) -> dict:
-    """The table entries, sharing ``switch`` (a one-item list: on or off) with the other natives."""
-    if not _ON:
-        _ON.append(switch)
+def natives() -> dict:
+    """The table entries (:mod:`sgmc.backends._native_switch` turns them off with the others)."""
     return {"hmm_messages": hmm_messages, "kalman_stats": kalman_stats}

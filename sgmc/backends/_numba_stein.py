@@ -19,7 +19,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["stein_row_sums"]
+from ._native_switch import ON as _ON
+
+__all__ = ["stein_row_sums", "STEIN_MAX_DIM"]
+
+#: Largest dimension of the fused Stein loop (its row lives in registers); beyond it the twin runs.
+STEIN_MAX_DIM = 32
 
 _KERNELS: dict = {}
 _FASTMATH = {"reassoc", "contract", "nsz"}  # reorders the sums over columns (rounding only)
@@ -90,14 +95,11 @@ def _kernel(kind: str, d: int, half: bool) -> Any:
 def stein_row_sums(xp: Any, st: Any, block: int, triangle: str) -> Any:
     """Native twin of :func:`sgmc.diagnostics._stein.row_sums` on NumPy arrays (float64 sums).
 
-    ``block`` sizes the twin's tiles only; dimensions above ``STEIN_MAX_DIM`` (and problems without
-    the pair features) run the twin.
+    ``block`` sizes the twin's tiles only. Dimensions above ``STEIN_MAX_DIM`` (and problems without
+    the pair features) return ``NotImplemented``, and the caller runs the twin.
     """
-    from ..diagnostics import _stein
-    from ._numba import _ON, STEIN_MAX_DIM
-
     if not _ON[0] or st.pair is None or not isinstance(st.pair[0], np.ndarray) or st.pair[0].shape[1] > STEIN_MAX_DIM:
-        return _stein.row_sums_twin(xp, st, block, triangle)
+        return NotImplemented
     x, u, c2, tr, diag = st.pair
     n, d = x.shape
     width = 1 if st.kind == "joint" else d

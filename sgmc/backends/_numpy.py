@@ -5,9 +5,14 @@ from __future__ import annotations
 import numpy as np
 from array_api_compat import numpy as np_compat
 
-from .._sampling import complete_rows, oversample
+from .._distinct import complete_rows, oversample
 from . import _numba, _scatter
 from ._base import Backend, HostGenerator, set_rows_inplace
+
+
+#: Fewest integer draws (batch times draws per row) for which a sparse subset draw runs the compiled
+#: first-distinct pass (where Numba is on) rather than the packed sort.
+COMPILED_MIN_DRAWS = 0
 
 
 def _from_host(a, dtype, device):
@@ -36,16 +41,38 @@ def subsample(rng, n_data: int, size: int, batch: int, replace: bool = False) ->
         order = np.argsort(np.take_along_axis(keys, part, axis=1), axis=1, kind="stable")
         return np.take_along_axis(part, order, axis=1).astype(np.int64, copy=False)
     m = oversample(size, n_data)
+    if batch * m >= COMPILED_MIN_DRAWS:
+        # the compiled pass, one bitmap per row instead of a sort, where Numba is on; same values
+        draws = gen.integers(0, n_data, size=batch * m, dtype=np.int64).reshape(batch, m)
+        found = _numba.first_distinct(draws, size, n_data)
+        if found is not NotImplemented:
+            rows, ok = found
+            if not ok.all():  # rows short of `size` distinct values continue their own draws
+                rows[~ok] = complete_rows(draws[~ok], size, n_data)
+            return rows
+        return _first_distinct_sorted(draws, size, n_data, m)
+    kind = _draw_kind(n_data, m)
+    return _first_distinct_sorted(gen.integers(0, n_data, size=batch * m, dtype=kind).reshape(batch, m), size,
+                                  n_data, m)
+
+
+def _draw_kind(n_data: int, m: int):
+    shift = (m - 1).bit_length()
+    # NumPy draws the same values (and advances the generator alike) whatever the integer width.
+    return np.int32 if ((n_data - 1) << shift | ((1 << shift) - 1)) < 2**31 else np.int64
+
+
+def _first_distinct_sorted(draws: np.ndarray, size: int, n_data: int, m: int) -> np.ndarray:
+    """The first ``size`` distinct values of each row of ``draws`` (batch, m), by one packed sort per row."""
+    batch = draws.shape[0]
+    draws = draws.astype(_draw_kind(n_data, m), copy=False)
     shift = (m - 1).bit_length()
     low = (1 << shift) - 1
-    # NumPy draws the same values (and advances the generator alike) whatever the integer width.
-    kind = np.int32 if ((n_data - 1) << shift | low) < 2**31 else np.int64
-    cols = np.arange(m, dtype=kind)
+    cols = np.arange(m, dtype=draws.dtype)
     out = None
     todo = None
     b = batch
     while b:
-        draws = gen.integers(0, n_data, size=b * m, dtype=kind).reshape(b, m)
         # Sort (value, position) keys row by row: copies of a value become adjacent with the earliest
         # draw first, and every later copy is dropped.
         key = np.left_shift(draws, shift)
@@ -91,7 +118,7 @@ def subsample(rng, n_data: int, size: int, batch: int, replace: bool = False) ->
     return out
 
 
-def _ancestors_from_counts(counts: np.ndarray) -> np.ndarray:
+def ancestors_from_counts(counts: np.ndarray) -> np.ndarray:
     """Native twin of :func:`sgmc.ssm.resampling.ancestors_from_counts`: a histogram and a running sum.
 
     Slot ``k`` of a row descends from ``#{i : counts[i] <= k}``, the running sum of the histogram of
@@ -116,17 +143,38 @@ def resample_systematic(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     top = float(u[0]) if b == 1 else float(u.max())
     if top >= 1.0 - (4 * n + 2) * 2.0**-52:
         np.minimum(counts, n, out=counts)
-    return _ancestors_from_counts(counts)
+    return ancestors_from_counts(counts)
 
 
-def _via_counts(name: str):
-    def fast(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
-        from ..ssm import resampling
+def _first_taker(*paths):
+    """One table entry from several native paths: the first that does not return ``NotImplemented``."""
+    *first, last = paths
 
-        return _ancestors_from_counts(getattr(resampling, name)(weights, u))
+    def call(*args):
+        for path in first:
+            out = path(*args)
+            if out is not NotImplemented:
+                return out
+        return last(*args)
 
-    fast.__doc__ = f"Native twin: the array-API ``{name}`` followed by a histogram and a running sum."
-    return fast
+    call.paths = paths
+    call.__doc__ = "Native paths tried in turn: " + ", ".join(p.__module__ + "." + p.__name__ for p in paths)
+    return call
+
+
+def _table() -> dict:
+    own = {
+        "subsample": subsample,
+        "set_rows": set_rows_inplace,
+        "scatter_add": _scatter.scatter_add_numpy,
+        "resample_systematic": resample_systematic,
+        "ancestors_from_counts": ancestors_from_counts,
+    }
+    # compiled CPU loops, when Numba is installed (pip install "sgmc[cpu]"); SGMC_NATIVE=0 disables.
+    # Where both offer a path, the compiled one runs first and NumPy's takes what it declines.
+    for name, path in _numba.natives().items():
+        own[name] = _first_taker(path, own[name]) if name in own else path
+    return own
 
 
 def make_backend() -> Backend:
@@ -138,17 +186,7 @@ def make_backend() -> Backend:
         from_host=_from_host,
         quiet_float=lambda: np.errstate(over="ignore", invalid="ignore", divide="ignore"),
         default_device="cpu",
-        native={
-            "subsample": subsample,
-            "set_rows": set_rows_inplace,
-            "scatter_add": _scatter.scatter_add_numpy,
-            "resample_systematic": resample_systematic,
-            "resample_stratified": _via_counts("stratified_counts"),
-            "resample_multinomial": _via_counts("multinomial_counts"),
-            "resample_residual": _via_counts("residual_counts"),
-            # compiled CPU loops, when Numba is installed (pip install "sgmc[cpu]"); SGMC_NATIVE=0 disables
-            **_numba.natives(),
-        },
+        native=_table(),
         numpy_arrays=True,
     )
     return backend

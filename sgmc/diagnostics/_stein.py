@@ -37,7 +37,7 @@ from .._array_api import (
     is_array,
     is_floating,
 )
-from .._dispatch import native
+from .._dispatch import dispatch
 
 __all__ = [
     "MEDIAN_SUBSAMPLE",
@@ -454,10 +454,7 @@ def row_sums(xp: Namespace, st: Stein, block: int, triangle: str) -> Any:
     (:func:`sgmc._dispatch.native`), called with the same arguments; :func:`row_sums_twin` is its
     twin.
     """
-    fast = native(xp, "stein_row_sums")
-    if fast is not None:
-        return fast(xp, st, block, triangle)
-    return row_sums_twin(xp, st, block, triangle)
+    return dispatch(xp, "stein_row_sums", row_sums_twin)(xp, st, block, triangle)
 
 
 def row_sums_twin(xp: Namespace, st: Stein, block: int, triangle: str) -> Any:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .._array_api import Array
-from .._dispatch import native
+from .._dispatch import dispatch
 from .._sampling import subsample_twin
 from .._validation import check_batch_size, check_nonnegative
 from ..models.base import Model, check_target, require
@@ -225,7 +225,7 @@ class Minibatch(Estimator):
         self.scale = model.n_data / self.batch_size
         self._info = EstimateInfo(self.batch_size, self.batch_size)
         # sgmc._sampling.subsample, resolved once: the backend's native draw or the array-API twin
-        self._draw = native(model.xp, "subsample") or subsample_twin
+        self._draw = dispatch(model.xp, "subsample", subsample_twin)
 
     def indices(self, rng: Any, chains: int) -> Array:
         """Draw the minibatch indices, shape (chains, batch_size)."""

@@ -163,7 +163,7 @@ class SCIR(SamplerBase):
         a = model.alpha + counts
         if a.shape[0] != chains:
             a = model.xp.broadcast_to(a, (chains, a.shape[1]))
-        from ..estimators import EstimateInfo
+        from ..estimators.base import EstimateInfo
 
         return a, EstimateInfo(n, n)
 

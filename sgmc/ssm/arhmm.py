@@ -225,8 +225,8 @@ class ARHMM(StateSpaceModel):
         xp = self.xp
         theta = self._checked(theta)
         c = theta.shape[0]
-        Z = xp.broadcast_to(self.y[None, ...], (c,) + tuple(self.y.shape))
-        return self._stats(theta, Z, self._uniform(c), None, None)
+        # the lagged rows once, shape (1, T, m (p + 1)): broadcast against the chains inside the products
+        return self._stats(theta, self.y[None, ...], self._uniform(c), None, None)
 
     def log_lik(self, theta: Array, idx: Array | None = None) -> Array:
         """Exact log-likelihood by the forward algorithm, ``(chains,)``."""

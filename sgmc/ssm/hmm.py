@@ -80,10 +80,14 @@ def _log_emission(xp, y, mu, psi):
 
 
 def _second_moments(xp, wg, y):
-    """``sum_t wg[:, t, k] y_t y_t^T`` for wg (b, L, K), y (b, L, m): (b, K, m, m), as one matrix product."""
-    b, L, m = y.shape
-    yy = xp.reshape(y[..., :, None] * y[..., None, :], (b, L, m * m))
-    return xp.reshape(xp.matrix_transpose(wg) @ yy, (b, wg.shape[-1], m, m))
+    """``sum_t wg[:, t, k] y_t y_t^T`` for wg (b, L, K), y (b, L, m) or (1, L, m): (b, K, m, m), one matrix product.
+
+    A series shared by every row of ``wg`` is passed once, as ``(1, L, m)``: its outer products are then
+    formed once, not once per chain.
+    """
+    yb, L, m = y.shape
+    yy = xp.reshape(y[..., :, None] * y[..., None, :], (yb, L, m * m))
+    return xp.reshape(xp.matrix_transpose(wg) @ yy, (wg.shape[0], wg.shape[-1], m, m))
 
 
 def stationary_distribution(Pi: Array, iters: int = 40) -> Array:
@@ -424,8 +428,8 @@ class GaussianHMM(StateSpaceModel):
         xp = self.xp
         theta, _ = self._checked(theta)
         c = theta.shape[0]
-        y = xp.broadcast_to(self.y[None, ...], (c,) + tuple(self.y.shape))
-        return self._stats(theta, y, self._p0_uniform(c), None, None)
+        # the series once, shape (1, T, m): broadcast against the chains inside the products
+        return self._stats(theta, self.y[None, ...], self._p0_uniform(c), None, None)
 
     def grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
         """Exact gradient of the log-likelihood (Fisher's identity, forward-backward), ``(chains, dim)``."""

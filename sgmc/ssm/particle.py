@@ -32,7 +32,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .._array_api import Array, array_namespace, check_real_dtype, is_array
 from .._validation import check_choice, check_int
-from .._dispatch import native
+from .._dispatch import dispatch
 from .resampling import _TWINS, SCHEMES
 
 __all__ = [
@@ -177,7 +177,7 @@ def _gather(xp: Any, a: Array, flat_idx: Array, shape: tuple) -> Array:
 
 def _resampler(xp: Any, rng: Any, scheme: str, threshold: float | None, bt: int, n: int, dev: Any):
     """``pick(w) -> (ancestors, resampled)`` for the filter loop, with the dispatch looked up once."""
-    fn = native(xp, "resample_" + scheme) or _TWINS[scheme]
+    fn = dispatch(xp, "resample_" + scheme, _TWINS[scheme])
     u_shape = (bt,) if scheme == "systematic" else (bt, n)
     ones = xp.ones((bt,), dtype=xp.bool, device=dev)
     if threshold is None:

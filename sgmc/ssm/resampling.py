@@ -38,7 +38,8 @@ import math
 from typing import Any
 
 from .._array_api import Array, array_namespace
-from .._dispatch import native
+from .. import backends
+from .._dispatch import dispatch, native
 
 __all__ = [
     "SCHEMES",
@@ -92,6 +93,9 @@ def ancestors_from_counts(counts: Array) -> Array:
         with ``counts[b, i] > k``.
     """
     xp = array_namespace(counts)
+    fast = native(xp, "ancestors_from_counts")
+    if fast is not None:
+        return fast(counts)
     b, n = counts.shape
     dev = counts.device
     row = xp.arange(b, dtype=xp.int64, device=dev)[:, None]
@@ -258,10 +262,7 @@ def ancestors(weights: Array, uniforms: Array, scheme: str = "systematic") -> Ar
     """Ancestors from weights (batch, N) and pre-drawn uniforms, through the native path when one exists."""
     _check_scheme(scheme)
     xp = array_namespace(weights, uniforms)
-    fast = native(xp, "resample_" + scheme)
-    if fast is not None:
-        return fast(weights, uniforms)
-    return _TWINS[scheme](weights, uniforms)
+    return dispatch(xp, "resample_" + scheme, _TWINS[scheme])(weights, uniforms)
 
 
 def resample(rng: Any, weights: Array, scheme: str = "systematic", *, uniforms: Array | None = None) -> Array:
@@ -302,9 +303,7 @@ def resample(rng: Any, weights: Array, scheme: str = "systematic", *, uniforms: 
         msg = "`weights` must hold at least one particle; got N = 0"
         raise ValueError(msg)
     if uniforms is None:
-        from ..backends import default_rng
-
-        rng = default_rng(rng, backend=xp) if not hasattr(rng, "uniform") else rng
+        rng = backends.default_rng(rng, backend=xp) if not hasattr(rng, "uniform") else rng
         uniforms = uniforms_for(rng, scheme, b, n)
     elif single:
         uniforms = xp.reshape(uniforms, (1,) if scheme == "systematic" else (1, n))

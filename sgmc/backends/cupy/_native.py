@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..._distinct import oversample
+
 __all__ = [
     "NULL",
     "STEIN_MAX_DIM",
@@ -123,23 +125,31 @@ def resample_stratified(rt: Any, weights: Any, uniforms: Any) -> Any:
     return _launch_rows(rt, "resample_stratified", batch, n, cum, u)
 
 
+def sorted_uniforms(lib: Any, u: Any, n_valid: Any = None) -> Any:
+    """The twin's order statistics (``sgmc.ssm.resampling.sorted_uniforms``), the same operations in CuPy."""
+    b, n = u.shape
+    k = lib.arange(1, n + 1, dtype=lib.float64)[None, :]
+    terms = lib.log(1.0 - lib.asarray(u, dtype=lib.float64)) / k
+    if n_valid is not None:
+        valid = k <= lib.asarray(n_valid, dtype=lib.float64)[:, None]
+        terms = lib.where(valid, terms, 0.0)
+    s = lib.exp(lib.flip(lib.cumsum(lib.flip(terms, axis=1), axis=1), axis=1))
+    return s if n_valid is None else lib.where(valid, s, 2.0)
+
+
 def resample_multinomial(rt: Any, weights: Any, uniforms: Any) -> Any:
     """Native ``resample_multinomial``: order statistics by the twin's O(N) recursion, then one pass."""
-    from ...ssm.resampling import sorted_uniforms
-
     lib = rt.lib
     cum = _cumulative(rt, weights)
     batch, n = cum.shape
     last = lib.full((batch, 1), float(n), dtype=lib.float64)
     v = lib.concatenate([cum[:, :-1] * (float(n) / cum[:, -1:]), last], axis=1)
-    s = lib.ascontiguousarray(sorted_uniforms(uniforms))
+    s = lib.ascontiguousarray(sorted_uniforms(lib, uniforms))
     return _launch_rows(rt, "resample_multinomial", batch, n, lib.ascontiguousarray(v / float(n)), s)
 
 
 def resample_residual(rt: Any, weights: Any, uniforms: Any) -> Any:
     """Native ``resample_residual``: deterministic copies plus multinomial on the fractional parts."""
-    from ...ssm.resampling import sorted_uniforms
-
     lib = rt.lib
     w = lib.asarray(weights, dtype=lib.float64)
     n = w.shape[-1]
@@ -150,7 +160,7 @@ def resample_residual(rt: Any, weights: Any, uniforms: Any) -> Any:
     cf = lib.cumsum(nw - fl, axis=-1)
     tot = cf[:, -1:]
     cf01 = lib.where(tot > 0.0, cf / lib.where(tot > 0.0, tot, 1.0), 1.0)
-    s = sorted_uniforms(uniforms, r_count)
+    s = sorted_uniforms(lib, uniforms, r_count)
     batch = w.shape[0]
     return _launch_rows(rt, "resample_residual", batch, n, lib.ascontiguousarray(cf01), lib.ascontiguousarray(s),
                         lib.ascontiguousarray(det))
@@ -180,13 +190,12 @@ def stein_row_sums(rt: Any, xp: Any, st: Any, block: int, triangle: str) -> Any:
     """Native twin of :func:`sgmc.diagnostics._stein.row_sums`: the same sums, from one pair kernel.
 
     ``block`` sizes the twin's tiles (its memory); the kernel tiles by its own block of threads, so
-    here it only matters for dimensions above :func:`stein_max_dim`, which run the twin.
+    here it only matters for dimensions above :func:`stein_max_dim`, which return ``NotImplemented``
+    (the caller runs the twin).
     """
-    from ...diagnostics import _stein
-
     lib = rt.lib
     if st.pair is None or st.pair[0].shape[1] > stein_max_dim(st.kind, st.pair[0].dtype):
-        return _stein.row_sums_twin(xp, st, block, triangle)
+        return NotImplemented
     x, u, c2, tr, diag = st.pair
     n, d = x.shape
     dtype = x.dtype
@@ -364,12 +373,11 @@ def subsample(rt: Any, rng: Any, n_data: int, size: int, batch: int, replace: bo
     twin's :func:`~sgmc._sampling.complete_rows` does, so the generator is consumed identically and
     nothing is read back to the host (no synchronisation). Dense subsets, draws with replacement,
     subsets larger than :data:`SUBSAMPLE_MAX_SIZE` (the kernel's scan is quadratic in the size) and
-    rows too few to fill a large GPU with one block each run the twin.
+    rows too few to fill a large GPU with one block each return ``NotImplemented`` before drawing
+    (the caller runs the twin).
     """
-    from ... import _sampling
-
     if (replace or size == n_data or size * 4 > n_data or size > SUBSAMPLE_MAX_SIZE
             or (batch < FEW_ROWS and size > 128)):
-        return _sampling.subsample_twin(rng, n_data, size, batch, replace)
-    m = _sampling.oversample(size, n_data)
+        return NotImplemented
+    m = oversample(size, n_data)
     return _first_distinct(rt, rng.integers(n_data, (batch, m)), size, n_data)
