@@ -20,7 +20,6 @@ same generator state.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ._array_api import Array, array_namespace
