@@ -343,3 +343,23 @@ def test_log_predictive_is_finite_for_outliers():
     state = ep_init(model, np.array([0, 0, 1]), 2, passes=3)
     assert np.all(np.isfinite(model.log_predictive(_cavity(state, 2, 2), 2)))
     assert math.isfinite(float(np.sum(state.q[2])))
+
+
+def test_scale_draws_follow_their_gamma_conditional():
+    """u | z, mu, Sigma (Eq. C.3 with the 1/2 on the quadratic form): means against the closed form."""
+    from sgmc.clustering.student_t_gibbs import sample_scales
+
+    y = np.array([[0.0, 0.0], [3.0, -1.0]])
+    nu = 4.0
+    model = StudentTMixtureModel(y, nu=nu)
+    mu = np.array([[0.5, 0.0], [-1.0, 1.0]])
+    Sigma = np.array([[[1.0, 0.2], [0.2, 0.5]], [[2.0, 0.0], [0.0, 1.0]]])
+    z = np.array([0, 1])
+    gen = default_rng(0)
+    draws = np.stack([sample_scales(gen, model, z, mu, Sigma) for _ in range(4000)])  # (n, N, K)
+    delta = np.array([[(y[i] - mu[k]) @ np.linalg.solve(Sigma[k], y[i] - mu[k]) for k in range(2)] for i in range(2)])
+    own = np.eye(2)[z]
+    shape = nu / 2 + own * 1.0
+    rate = nu / 2 + own * delta / 2
+    mean, se = draws.mean(0), draws.std(0) / np.sqrt(len(draws))
+    assert np.all(np.abs(mean - shape / rate) <= 4.5 * se)
