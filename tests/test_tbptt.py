@@ -239,3 +239,15 @@ def test_copy_task_output_repeats_the_input_m_steps_later():
 def test_import_sgmc_rnn_needs_no_torch_until_used():
     code = "import sys, sgmc, sgmc.rnn; assert 'torch' not in sys.modules; sgmc.rnn.copy_task; assert 'torch' in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_relative_bias_takes_the_running_max_of_the_denominator():
+    from sgmc.rnn import relative_bias
+
+    # Eq. 4.19 by hand: cum - E = [0.5, 0.1, 0.6], running max [0.5, 0.5, 0.6]; beyond R (two lags)
+    # the cumulative norm stays at its last value, 0.9
+    bound = torch.tensor([0.5, 0.4, 0.3, 0.2], dtype=F64)
+    cum = torch.tensor([1.0, 0.5, 0.9], dtype=F64)
+    got = relative_bias(bound, cum)
+    np.testing.assert_allclose(got.numpy(), [0.5 / 0.5, 0.4 / 0.5, 0.3 / 0.6, 0.2 / 0.7], rtol=1e-14)
+    assert math.isinf(float(relative_bias(torch.tensor([2.0], dtype=F64), torch.tensor([1.0], dtype=F64))[0]))
