@@ -142,14 +142,16 @@ _CHILD = textwrap.dedent("""
               estimator_options={"polish": False, "opt_steps": 500})
     small = LogisticRegression(np.random.default_rng(0).normal(size=(500, d)), y[:500])
     sgmc.sample(small, "sgld", "cv", **kw)           # compiled code and caches made before the limit
-    X = np.memmap(path, dtype=np.float64, mode="r", shape=(n, d))
-    model = LogisticRegression(X, y)
-    del X
-    gc.collect()
     def vm():
         for line in open("/proc/self/status"):
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
+    vm0 = vm()
+    X = np.memmap(path, dtype=np.float64, mode="r", shape=(n, d))
+    model = LogisticRegression(X, y)
+    del X
+    gc.collect()
+    held = vm() - vm0                                # what the model keeps of the data: neither a map nor a copy
     data = n * d * 8
     limit = vm() + data // 2
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -163,7 +165,7 @@ _CHILD = textwrap.dedent("""
     except (OSError, ValueError, MemoryError):
         refused.append("map")
     trace = sgmc.sample(model, "sgld", "cv", **kw)
-    print(json.dumps({"refused": refused, "limit": limit, "data": data, "vm_end": vm(),
+    print(json.dumps({"refused": refused, "held": held, "limit": limit, "data": data, "vm_end": vm(),
                       "draws": np.asarray(trace.draws).tolist(),
                       "setup_passes": trace.info["setup_data_passes"]}))
 """)
@@ -187,6 +189,7 @@ def test_sgld_cv_runs_under_an_address_space_limit_smaller_than_the_data(tmp_pat
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["held"] < res["data"] // 4                     # the model holds no map and no copy of X
     assert res["limit"] - res["vm_end"] < res["data"]        # the data never fit in what was left
     assert res["vm_end"] <= res["limit"]
     assert res["refused"] == ["read", "map"]                 # loading or mapping the file fails there
