@@ -58,6 +58,43 @@ def _axpy(acc, v, X, row):
         acc[m] += v * X[row, m]
 
 
+@nb.njit(**_FAST)
+def _rows_dot(X, rows, th, out):
+    """``out[b] = X[rows[b]] . th``, four rows at a time (independent sums, many loads in flight)."""
+    n = rows.shape[0]
+    b = 0
+    while b + 4 <= n:
+        r0, r1, r2, r3 = rows[b], rows[b + 1], rows[b + 2], rows[b + 3]
+        a0 = a1 = a2 = a3 = 0.0
+        for m in range(X.shape[1]):
+            t = th[m]
+            a0 += X[r0, m] * t
+            a1 += X[r1, m] * t
+            a2 += X[r2, m] * t
+            a3 += X[r3, m] * t
+        out[b], out[b + 1], out[b + 2], out[b + 3] = a0, a1, a2, a3
+        b += 4
+    while b < n:
+        out[b] = _dot(X, rows[b], th)
+        b += 1
+
+
+@nb.njit(**_FAST)
+def _rows_sum(X, rows, v, acc):
+    """``acc += sum_b v[b] X[rows[b]]``, four rows per update of ``acc``."""
+    n = rows.shape[0]
+    b = 0
+    while b + 4 <= n:
+        r0, r1, r2, r3 = rows[b], rows[b + 1], rows[b + 2], rows[b + 3]
+        v0, v1, v2, v3 = v[b], v[b + 1], v[b + 2], v[b + 3]
+        for m in range(X.shape[1]):
+            acc[m] += (v0 * X[r0, m] + v1 * X[r1, m]) + (v2 * X[r2, m] + v3 * X[r3, m])
+        b += 4
+    while b < n:
+        _axpy(acc, v[b], X, rows[b])
+        b += 1
+
+
 @nb.njit(**_OPTS)
 def _full_sum(kind, X, y, param, th, acc):
     """The full-data likelihood gradient sum at ``th`` (an SVRG snapshot refresh)."""
@@ -90,17 +127,15 @@ def _estimate(kind, X, y, param, prior_var, est, scale, update_every, x, g, cent
         th = x[c]
         acc[:] = 0.0
         if est == MINIBATCH:
-            for b in range(n):  # loads first (the responses too), so that many are in flight at once
-                row = rows[c, b]
-                eta[b] = _dot(X, row, th)
-                eta0[b] = y[row]
+            _rows_dot(X, rows[c], th, eta)  # loads first (the responses too), so that many are in flight
+            for b in range(n):
+                eta0[b] = y[rows[c, b]]
             for b in range(n):
                 eta[b] = _resid(kind, eta[b], eta0[b], param)
         elif use_r0:  # a fixed centre: its residuals come from the table, one load per row
+            _rows_dot(X, rows[c], th, eta)
             for b in range(n):
-                row = rows[c, b]
-                eta[b] = _dot(X, row, th)
-                eta0[b] = r0[row]
+                eta0[b] = r0[rows[c, b]]
             for b in range(n):
                 eta[b] = _resid(kind, eta[b], 0.0, param) - eta0[b]
         else:
@@ -109,8 +144,7 @@ def _estimate(kind, X, y, param, prior_var, est, scale, update_every, x, g, cent
                 eta[b], eta0[b] = _dot2(X, rows[c, b], th, ce)
             for b in range(n):  # y cancels in the difference, as in the twin
                 eta[b] = _resid(kind, eta[b], 0.0, param) - _resid(kind, eta0[b], 0.0, param)
-        for b in range(n):
-            _axpy(acc, eta[b], X, rows[c, b])
+        _rows_sum(X, rows[c], eta, acc)
         cg = centre_grad[0] if shared else centre_grad[c]
         for m in range(d):
             if est == MINIBATCH:
