@@ -287,3 +287,53 @@ def test_bad_data_and_sizes_name_the_argument():
         naive_init(default_rng(0), model, np.zeros(3, dtype=int), 2)
     with pytest.raises(ValueError, match="`full_ep`"):
         ep_gibbs_sweep(default_rng(0), model, ep_init(model, np.zeros(2, dtype=int), 1), full_ep=-1)
+
+
+def test_state_and_factor_draws_keep_the_factor_posterior():
+    """For fixed z, x | y, eta then eta | x, z started at eta ~ p(eta | z, y) keeps that law (naive blocks)."""
+    from sgmc.clustering.timeseries_gibbs import sample_eta, sample_states
+
+    T, K, sx2 = 3, 1, 3.0  # a weak factor signal, so the prior on eta matters
+    z = np.zeros(4, dtype=int)
+    y, _, _ = simulate_timeseries(default_rng(8), z, T, K, a=0.7, lam=LAM, sigma_x2=sx2, sigma_y2=0.5)
+    model = TimeSeriesClusterModel(y, a=0.7, lam=LAM, sigma_x2=sx2, sigma_y2=0.5)
+    M = _linear_map(z, np.full(4, 0.7), LAM, np.full(4, sx2), np.ones(4), T, K)
+    cov_y = M @ M.T + 0.5 * np.eye(4 * T)
+    C = M[:, 4 : 4 + K * T].T
+    mean = C @ np.linalg.solve(cov_y, y.ravel())
+    cov = np.eye(K * T) - C @ np.linalg.solve(cov_y, C.T)
+    rng = np.random.default_rng(9)
+    gen = default_rng(10)
+    n = 3000
+    out = np.empty((n, K * T))
+    for r in range(n):
+        eta = rng.multivariate_normal(mean, cov).reshape(K, T)
+        x = sample_states(gen, model, eta[z])
+        out[r] = np.ravel(sample_eta(gen, model, x, z, K))
+    for stat, want in ((out, mean), (out ** 2, np.diag(cov) + mean ** 2)):
+        se = stat.std(0) / np.sqrt(n)
+        assert np.all(np.abs(stat.mean(0) - want) <= 4.5 * se), (stat.mean(0), want, se)
+
+
+def test_state_draws_follow_their_conditional():
+    """x_{1:T} | y, eta by forward filtering, backward sampling against dense Gaussian conditioning."""
+    from sgmc.clustering.timeseries_gibbs import sample_states
+
+    T, K = 4, 1
+    z = np.zeros(4, dtype=int)
+    y, _, eta = simulate_timeseries(default_rng(11), z, T, K, a=0.8, lam=LAM, sigma_x2=0.4, sigma_y2=0.5)
+    model = TimeSeriesClusterModel(y, a=0.8, lam=LAM, sigma_x2=0.4, sigma_y2=0.5)
+    M = _linear_map(z, np.full(4, 0.8), LAM, np.full(4, 0.4), np.ones(4), T, K)
+    shift = M[:, 4 : 4 + T] @ np.ravel(eta)  # the factor's part of x, fixed
+    R = np.delete(M, np.arange(4, 4 + T), axis=1)  # x = shift + R w
+    cov_x = R @ R.T
+    cov_y = cov_x + 0.5 * np.eye(4 * T)
+    mean = shift + cov_x @ np.linalg.solve(cov_y, y.ravel() - shift)
+    var = np.diag(cov_x - cov_x @ np.linalg.solve(cov_y, cov_x))
+    gen = default_rng(12)
+    n = 3000
+    xs = np.stack([np.asarray(sample_states(gen, model, eta[z]))[:, 1:].ravel() for _ in range(n)])
+    se_m = xs.std(0) / np.sqrt(n)
+    assert np.all(np.abs(xs.mean(0) - mean) <= 4.5 * se_m)
+    se_v = np.sqrt(2.0 / n) * var
+    assert np.all(np.abs(xs.var(0) - var) <= 4.5 * se_v)
