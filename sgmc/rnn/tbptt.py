@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ._checks import check_chunking, check_sequence_pair, check_state, torch
+from ._checks import check_chunking, check_int, check_sequence_pair, check_state, torch
 from .models import RecurrentModel
 
 __all__ = ["bptt_recursion", "window_gradient", "stream_gradients"]
@@ -89,7 +89,7 @@ def bptt_recursion(model: RecurrentModel, x: Any, y: Any, k1: int, k2: int, stat
     >>> x = torch.ones(4, 3, 1, dtype=torch.float64); y = torch.zeros(4, 3, 1, dtype=torch.float64)
     >>> grads, loss, b = bptt_recursion(m, x, y, k1=3, k2=1)
     >>> len(b), round(loss, 4)
-    (4, 6.125)
+    (4, 7.0312)
     """
     x, y, k1, k2, state = _prepare(model, x, y, k1, k2, state)
     n = x.shape[0]
@@ -180,8 +180,6 @@ def stream_gradients(model: RecurrentModel, x: Any, y: Any, k: int, k1: int | No
     n_steps : int
         Number of losses in the chunk.
     """
-    from ._checks import check_int
-
     k = check_int(k, "k")
     k1 = 2 * k if k1 is None else k1
     x, y, k1, k, state = _prepare(model, x, y, k1, k, state)
