@@ -8,14 +8,18 @@ as :func:`sgmc.tuning.tune_step_size` scores its pilots; Nemeth and Fearnhead 20
 window costs the same iterations and the same scores, so comparing KSDs compares KSD per cost.
 
 The ladder moves toward the best step: up by the ratio while that improves, otherwise down, until the
-best step has a worse (or divergent) neighbour on both sides; then the ratio is halved in log scale
-(10, 10^(1/2), 10^(1/4)) and the bracket is refined. A choice is never settled at the edge of what was
-tried: when the burn-in ends before the best step is bracketed, a :class:`UserWarning` says so and
-``bracketed`` is False. A window whose chains stop being finite marks its step and every larger one
-divergent, the chains go back to where they were before it, and the ladder backs off (by the ratio
-squared while no step has yet been finite). The chains continue from the end of the best window so
-far, so a window at a poor step does not leave them astray. The burn-in left when the ladder is done
-runs at the chosen step.
+best step has a worse (or divergent) neighbour on both sides. At that first bracket the kernel is
+put on the posterior's scale (the median-distance preconditioner of the best window's draws, fixed
+from then on) and every window so far is scored again with it: the windows start near the posterior,
+where a unit kernel cannot tell a sample collapsed on the mode of a narrow posterior from a good one.
+Then the ratio is refined (10, 10^(1/2), 10^(1/4)), and the finest bracket is scored again, up to
+``repeats`` windows per step, with the KSDs averaged. A choice is never settled at the edge of what
+was tried: when the burn-in ends before the best step is bracketed, a :class:`UserWarning` says so
+and ``bracketed`` is False. A window whose chains stop being finite (or whose KSD is not) marks its
+step and every larger one divergent, the chains go back to where they were before it, and the ladder
+backs off (by the ratio squared while no step has yet been finite). Each window starts from a copy
+of the end of the best window so far, so a window at a poor step does not leave the chains astray.
+The burn-in left when the ladder is done runs at the chosen step.
 """
 
 from __future__ import annotations
