@@ -40,6 +40,7 @@ EXPERIMENTS: dict[str, str] = {
     "logistic-figures": "sgmc.experiments.logistic_figures",
     "bnn-mnist": "sgmc.experiments.bnn",
     "bpmf-movielens": "sgmc.experiments.bpmf",
+    "ep-clustering": "sgmc.experiments.ep_clustering",
     "tbptt-copy": "sgmc.experiments.tbptt",
 }
 
