@@ -433,6 +433,7 @@ def _run_on_dask(spec: RunSpec, tasks: list, client: Any, bar: Any, n_iter: int)
     lost_errors = _dask_lost_errors()
     results: dict = {}
     local = _share_with_local_workers(spec, client)
+    submitted: list = []
 
     def submit(group: list) -> dict:
         blob = pickle.dumps(local if local is not None else spec, protocol=_PICKLE_PROTOCOL)
@@ -445,6 +446,7 @@ def _run_on_dask(spec: RunSpec, tasks: list, client: Any, bar: Any, n_iter: int)
         # in submission order (a list, not as_completed, which would need this client to be the default)
         futs = [(client.submit(_run_pickled, token, payload, pickle.dumps([t], protocol=_PICKLE_PROTOCOL),
                                pure=False), [t]) for t in group]
+        submitted.extend(f for f, _ in futs)
         return dict(futs)
 
     try:
@@ -453,6 +455,10 @@ def _run_on_dask(spec: RunSpec, tasks: list, client: Any, bar: Any, n_iter: int)
             again = [t for t in tasks if t.index in set(lost)]
             diverged, lost = _collect_dask(submit(again), results, bar, n_iter, lost_errors)
     finally:
+        # Nothing of this run stays on the cluster: Dask would otherwise run again, after this call, a
+        # finished task whose result died with its worker while an error's traceback still refers to
+        # its future (and a group that kills its worker would kill another one).
+        client.cancel(submitted)
         # every worker forgets the spec; one that is dying or restarting has nothing to forget
         client.run(_forget_spec, token, on_error="ignore")
         if local is not None:

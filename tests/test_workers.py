@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -223,6 +224,12 @@ def dask_client():
         os.environ.update(saved)
 
 
+def _run_keys(client) -> list:
+    """The keys of sgmc's group tasks that the scheduler still holds."""
+    return client.run_on_scheduler(
+        lambda dask_scheduler: sorted(str(k) for k in dask_scheduler.tasks if str(k).startswith("_run_pickled")))
+
+
 def _both_workers(client) -> None:
     """Wait until the cluster has both its workers again (the nannies restart killed ones)."""
     client.wait_for_workers(2, timeout=120)
@@ -257,6 +264,13 @@ def test_dask_group_lost_twice(tmp_path, reference, dask_client):
         assert err.trace.info["groups"] == [bounds[g] for g in sorted(err.finished)]
         want = np.concatenate([np.asarray(reference.draws)[a:b] for a, b in err.trace.info["groups"]])
         assert _same(err.trace.draws, want)
+    # nothing of the run stays on the cluster, though the error's traceback still refers to its futures:
+    # Dask would otherwise run a lost result's task again after the run (here: kill another worker)
+    assert info.tb is not None
+    deadline_s = time.monotonic() + 30
+    while _run_keys(dask_client) and time.monotonic() < deadline_s:
+        time.sleep(0.2)
+    assert _run_keys(dask_client) == []
     # the workers forget the run's spec, whatever happened (the nannies restart the killed ones)
     _both_workers(dask_client)
     held = dask_client.run(lambda: len(__import__("sgmc.executors").executors._WORKER_SPECS))
