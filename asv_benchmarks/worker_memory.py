@@ -3,8 +3,9 @@
 A linear regression with N x d float64 data (0.8 GB at the default N = 1e6, d = 100) is built
 without temporaries, then ``sgmc.sample`` runs 4 chains in 2 groups on a ``ProcessPoolExecutor``
 of 2 workers (started by "spawn", as ``executor="processes"`` starts them). Peak resident
-memory (``ru_maxrss``: anonymous and file-backed pages, so memory-mapped data count) is read in
-the parent after the run and in each worker by a task sent after the run. Each measurement runs in
+memory (``VmHWM``: anonymous and file-backed pages, so memory-mapped data count; unlike
+``ru_maxrss`` it starts afresh when a spawned worker execs) is read in the parent after the run and
+in each worker by a task sent after the run. Each measurement runs in
 a fresh Python process; ``--tree DIR`` measures the sgmc of another checkout (for a before/after
 comparison), put first on that process's path and on its workers'.
 
@@ -34,6 +35,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _peak_mib() -> float:
+    """This process's peak resident memory: VmHWM, which starts afresh when a process execs.
+
+    (``ru_maxrss`` does not: a worker spawned by this process would start from this process's peak.)
+    """
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -179,7 +191,7 @@ def main() -> None:
         "notes": (f"N = {args.n}, d = {args.d}, LinearRegression, SGLD, {args.iters} iterations, 4 chains in "
                   + ("2 groups on a ProcessPoolExecutor(2) started by spawn" if args.executor == "processes"
                      else "2 groups on a Dask LocalCluster(n_workers=2, threads_per_worker=1, processes=True)")
-                  + "; peak = ru_maxrss (resident pages, file-backed ones included: mapped data and shared "
+                  + "; peak = VmHWM (resident pages, file-backed ones included: mapped data and shared "
                   "libraries count in every process that touched them); private dirty = pages the process "
                   "wrote and holds alone (smaps_rollup Private_Dirty), read after the run"),
     }

@@ -214,9 +214,14 @@ def dask_client():
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                            dashboard_address=":0")
     client = distributed.Client(cluster)
+    # The cluster drops for good a worker whose name has been gone from the scheduler for
+    # lost-worker-timeout (15 s by default; read when a worker leaves): a worker killed twice in a row
+    # on a loaded machine can be, while its nanny restarts it. Here workers are killed on purpose.
+    patience = dask.config.set({"distributed.deploy.lost-worker-timeout": "10 minutes"})
     try:
         yield client
     finally:
+        patience.__exit__(None, None, None)
         client.close()
         cluster.close()
         for key in set(os.environ) - set(saved):
