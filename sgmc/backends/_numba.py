@@ -11,8 +11,12 @@ in the NumPy backend's ``native`` table under that function's name (:func:`sgmc.
   (``X[idx]``), then reads the copy twice.
 * ``"stein_row_sums"``: the pair sums of the IMQ Stein kernel (:mod:`sgmc.diagnostics._stein`), one
   fused loop over pairs instead of matrix products and elementwise passes over tiles; the loop body
-  is generated for each dimension so that the compiler vectorises across columns.
-* ``"resample_systematic"``: systematic resampling, the running sum, counts and ancestors in one pass.
+  is generated for each dimension so that the compiler vectorises across columns. It runs only at
+  the small dimensions where it beats the twin (``_numba_stein.STEIN_MAX_DIMS``).
+* ``"resample_systematic"``, ``"resample_stratified"``: the running sum and the counts in one pass,
+  the ancestors in a second (marks and a running maximum, no data-dependent branch);
+  ``"resample_multinomial"``: the sorted uniforms (the twin's O(N) order statistics, no sort) merged
+  against the running sum in one linear pass. Residual resampling keeps NumPy's path.
 * ``"bpmf_grad_log_lik_sum"`` and ``"bpmf_grad_log_lik_diff_sum"``: the minibatch gradient sums of
   :class:`sgmc.models.BPMF`, the gather of the U and V rows, their products and the scatter-add of
   the rows' gradients in one pass over the ratings (the twin gathers, multiplies and scatters in
@@ -182,7 +186,56 @@ def resample_systematic(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     w = np.ascontiguousarray(weights, dtype=np.float64)
     uu = np.ascontiguousarray(np.broadcast_to(np.asarray(u, dtype=np.float64), (w.shape[0],)))
     out = np.empty(w.shape, dtype=np.int64)
-    _jit().systematic(w, uu, out)
+    _jit().systematic(w, uu, out, np.empty(w.shape[1] + 1, dtype=np.int64))
+    return out
+
+
+def _rows(weights, u, full: bool):
+    """Contiguous float64 weights (batch, N) and uniforms, or ``None`` for inputs the loops do not take."""
+    if not _ON[0] or not isinstance(weights, np.ndarray) or weights.ndim != 2 or not isinstance(u, np.ndarray):
+        return None
+    if full and u.shape != weights.shape:
+        return None
+    return np.ascontiguousarray(weights, dtype=np.float64), np.ascontiguousarray(u, dtype=np.float64)
+
+
+def resample_stratified(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Native twin of :func:`sgmc.ssm.resampling.stratified_ancestors`: counts and ancestors in one pass."""
+    got = _rows(weights, u, True)
+    if got is None:
+        return NotImplemented
+    w, uu = got
+    out = np.empty(w.shape, dtype=np.int64)
+    _jit().stratified(w, uu, out, np.empty(w.shape[1] + 1, dtype=np.int64))
+    return out
+
+
+def sorted_uniforms(u: np.ndarray) -> np.ndarray:
+    """The twin's order statistics (:func:`sgmc.ssm.resampling.sorted_uniforms`), NumPy's same operations.
+
+    ``exp`` of the reversed running sum of ``log(1 - u_k) / k``: the same ufuncs in the same order as
+    the twin, so the same values to the last bit; no sort.
+    """
+    n = u.shape[1]
+    terms = np.log(1.0 - u)
+    terms /= np.arange(1, n + 1, dtype=np.float64)
+    rev = np.cumsum(terms[:, ::-1], axis=1)[:, ::-1]
+    return np.exp(rev, out=rev)
+
+
+def resample_multinomial(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Native twin of :func:`sgmc.ssm.resampling.multinomial_ancestors`: one merge per row.
+
+    The uniforms become order statistics without a sort (:func:`sorted_uniforms`), then one compiled
+    pass merges them against the running sum of the weights and writes the ancestors (the twin
+    searches the sorted uniforms for every particle and turns the counts into ancestors).
+    """
+    got = _rows(weights, u, True)
+    if got is None:
+        return NotImplemented
+    w, uu = got
+    out = np.empty(w.shape, dtype=np.int64)
+    _jit().multinomial(w, np.ascontiguousarray(sorted_uniforms(uu)), out, np.empty(w.shape[1] + 1))
     return out
 
 
@@ -202,7 +255,7 @@ def natives() -> dict:
         "stein_row_sums": _numba_stein.stein_row_sums,
         "bpmf_grad_log_lik_sum": bpmf_grad_log_lik_sum,
         "bpmf_grad_log_lik_diff_sum": bpmf_grad_log_lik_diff_sum,
-        # the other schemes' NumPy paths (counts by the twin, ancestors by a histogram) are as fast as
-        # a compiled pass here, so they stay
         "resample_systematic": resample_systematic,
+        "resample_stratified": resample_stratified,
+        "resample_multinomial": resample_multinomial,
     }

@@ -113,12 +113,24 @@ def first_distinct(draws, size, n_data, out, ok):
 
 
 @nb.njit(**_OPTS)
-def systematic(weights, u, out):
-    """Systematic resampling in one pass per row, with the twin's arithmetic (so the same integers).
+def _fill(out, b, mark, n):
+    """Ancestors from the marks: slot k gets the largest particle marked at or before k (a running max)."""
+    top = 0
+    for k in range(n):
+        m = mark[k]
+        top = m if m > top else top
+        out[b, k] = top
+
+
+@nb.njit(**_OPTS)
+def systematic(weights, u, out, mark):
+    """Systematic resampling in two passes per row, with the twin's arithmetic (so the same integers).
 
     The twin forms c = cumsum(w) * (N / sum w), sets the last entry to N, adds u, floors to the
-    cumulative offspring counts and turns them into ancestors; here the running sum, the count and
-    the ancestors of each particle are produced together.
+    cumulative offspring counts and turns them into ancestors. Here the first pass computes each
+    count and marks the first slot of each particle (``mark[C_{i-1}] = i``; a particle without
+    offspring is overwritten by the next one), and the second fills every slot with the last mark at
+    or before it. Neither pass has a data-dependent branch. ``mark`` is scratch of N + 1 entries.
     """
     batch, n = weights.shape
     for b in range(batch):
@@ -127,20 +139,16 @@ def systematic(weights, u, out):
             total += weights[b, i]
         scale = n / total
         ub = u[b]
-        k = 0
+        mark[: n + 1] = 0
+        prev = 0
         acc = 0.0
         for i in range(n):
             acc += weights[b, i]
-            v = (acc * scale if i < n - 1 else float(n)) + ub
-            c = int(v)
-            if c > n:
-                c = n
-            while k < c:
-                out[b, k] = i
-                k += 1
-        while k < n:
-            out[b, k] = n
-            k += 1
+            c = int(_scaled(acc, scale, i, n) + ub)
+            c = c if c < n else n
+            mark[prev] = i
+            prev = c
+        _fill(out, b, mark, n)
 
 
 @nb.njit(**_FAST)
@@ -178,3 +186,67 @@ def bpmf_chains(users, items, ratings, U, V, Uc, Vc, two, idx, w, has_w, alpha, 
                 for m in range(d):
                     gU[c, u, m] += e * V[c, i, m]
                     gV[c, i, m] += e * U[c, u, m]
+
+
+@nb.njit(**_OPTS)
+def _scaled(acc, scale, i, n):
+    """Entry i of the twin's scaled running sum: ``acc * (N / total)``, and exactly N for the last."""
+    return acc * scale if i < n - 1 else float(n)
+
+
+@nb.njit(**_OPTS)
+def multinomial(weights, s, out, cdf):
+    """Multinomial ancestors from sorted uniforms ``s``: one merge of ``s`` against the running sum.
+
+    Slot k descends from the first particle i with ``s[k] < cdf_i`` (``cdf`` the twin's scaled running
+    sum over N), the twin's counts read the other way round; both sequences only increase, so one
+    pass over each suffices (``particles`` merges likewise). A slot past every cdf gets N, as in the twin.
+    The merge has no data-dependent branch: each step either moves to the next particle or writes the
+    slot and moves to the next slot (``cdf`` is scratch of N + 1 entries, the last a sentinel).
+    """
+    batch, n = weights.shape
+    cdf[n] = np.inf
+    for b in range(batch):
+        total = 0.0
+        for i in range(n):
+            total += weights[b, i]
+        scale = n / total
+        acc = 0.0
+        for i in range(n):
+            acc += weights[b, i]
+            cdf[i] = _scaled(acc, scale, i, n) / n
+        i = 0
+        k = 0
+        while k < n:
+            t = cdf[i] <= s[b, k]
+            out[b, k] = i
+            i += t
+            k += 1 - t
+
+
+@nb.njit(**_OPTS)
+def stratified(weights, u, out, mark):
+    """Stratified ancestors in two passes per row, with the twin's arithmetic for the counts.
+
+    With ``v`` the scaled running sum and ``m = floor(v)``: ``C_i = m + [u_m < v - m]`` (m < N);
+    the slots are filled from the marks as in :func:`systematic`.
+    """
+    batch, n = weights.shape
+    for b in range(batch):
+        total = 0.0
+        for i in range(n):
+            total += weights[b, i]
+        scale = n / total
+        mark[: n + 1] = 0
+        prev = 0
+        acc = 0.0
+        for i in range(n):
+            acc += weights[b, i]
+            v = _scaled(acc, scale, i, n)
+            mi = int(v)  # floor: v >= 0
+            mi = mi if mi < n else n
+            j = mi if mi < n else n - 1
+            c = mi + ((mi < n) & (u[b, j] < v - mi))
+            mark[prev] = i
+            prev = c
+        _fill(out, b, mark, n)
