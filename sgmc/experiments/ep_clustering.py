@@ -14,7 +14,8 @@ at their true values, so only ``z`` (and ``eta`` for the naive sampler) are samp
 
 NMI is ``I(z, z*) / sqrt(H(z) H(z*))`` (thesis Eq. 3.117). Options: ``parts`` ("mvt", "ts" or both),
 ``trials``, ``sweeps`` (per part: ``mvt_sweeps``, ``ts_sweeps``, ``collapsed_sweeps``), ``n_mvt``,
-``k_mvt``, ``n_ts``, ``k_ts``, ``t_ts``, ``sizes``.
+``k_mvt``, ``n_ts``, ``k_ts``, ``t_ts``, ``sizes``, ``ts_samplers`` (which samplers the time series
+mixing runs use).
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from ._output import Context, Experiment
 __all__ = ["EXPERIMENT", "nmi", "run"]
 
 FULL = dict(trials=3, mvt_sweeps=20, ts_sweeps=10, collapsed_sweeps=10, n_mvt=600, k_mvt=20, n_ts=300, k_ts=20,
-            t_ts=200, sizes=(50, 100, 200, 300))
+            t_ts=200, sizes=(50, 100, 200, 300), ts_samplers=("EP", "naive", "collapsed"))
 QUICK = dict(trials=1, mvt_sweeps=2, ts_sweeps=2, collapsed_sweeps=2, n_mvt=40, k_mvt=4, n_ts=12, k_ts=3, t_ts=20,
-             sizes=(6, 12))
+             sizes=(6, 12), ts_samplers=("EP", "naive", "collapsed"))
 SNR = (("hard", 0.1), ("medium", 0.01), ("easy", 0.001))
 
 
@@ -152,11 +153,13 @@ def _run_ts(ctx, size, trials):
     ctx.write_table("ts_runtime", ["N", "EP s/sweep", "naive s/sweep", "collapsed s/sweep"], timing,
                     title=f"Time series clustering: one sweep against N (T = {T}, K = {K})")
     n = size["n_ts"]
-    runs = {"EP": [], "naive": [], "collapsed": []}
+    runs = {name: [] for name in size["ts_samplers"]}
     for trial in range(trials):
         model, truth = _ts_model(ctx, n, K, T, trial + 1)
         z0 = np.random.default_rng([ctx.seed, trial, 3]).integers(0, K, n)
         for name, (init, sweep) in _samplers(ctx, model, z0, K, trial + 1).items():
+            if name not in runs:
+                continue
             sweeps = size["collapsed_sweeps"] if name == "collapsed" else size["ts_sweeps"]
             ctx.status(f"time series N = {n}, trial {trial + 1}/{trials}: {name}, {sweeps} sweeps")
             runs[name].append(_trace(init, sweep, sweeps, truth))
@@ -175,6 +178,12 @@ def run(ctx: Context) -> dict:
     for key in size:
         size[key] = ctx.option(key, size[key])
     size["sizes"] = tuple(int(v) for v in size["sizes"])
+    if isinstance(size["ts_samplers"], str):
+        size["ts_samplers"] = (size["ts_samplers"],)
+    unknown = set(size["ts_samplers"]) - {"EP", "naive", "collapsed"}
+    if unknown:
+        msg = f"`ts_samplers` must name EP, naive or collapsed; got {sorted(unknown)}"
+        raise ValueError(msg)
     trials = int(size["trials"])
     parts = ctx.option("parts", ("mvt", "ts"))
     parts = (parts,) if isinstance(parts, str) else tuple(parts)
