@@ -358,6 +358,13 @@ def _load_problem(args, cfg: dict) -> _Problem:
                 "--model logistic (use --model linear for a continuous target)"
             )
             raise ValueError(msg)
+        names = table.feature_names  # the coefficients are reported by these names
+        twice = next((n for k, n in enumerate(names) if n in names[:k]), None)
+        if twice is not None:
+            also = " (or one named like the added intercept)" if twice == "intercept" else ""
+            msg = (f"--data {args.data!r} has two columns named {twice!r}{also}; coefficients are reported by "
+                   "column name, so rename one")
+            raise ValueError(msg)
         description = (
             f"{args.model} regression on {os.path.basename(args.data)} (target {table.target_name!r}; "
             f"{X.shape[1]} features{' incl. intercept' if args.intercept else ''}); "
@@ -370,13 +377,15 @@ def _load_problem(args, cfg: dict) -> _Problem:
         simulate = logistic_regression_data if args.model == "logistic" else linear_regression_data
         data = simulate(n=n, dim=dim, n_test=n_test, rng=args.seed)
         X, y, X_test, y_test = data.X, data.y, data.X_test, data.y_test
+        names = None
         description = (
             f"{args.model} regression, simulated as in the review's section 6.1 (rho = 0.4, seed "
             f"{args.seed}): N = {n}, d = {dim}, {n_test} held-out points"
         )
     to = lambda a: backends.asarray(a, backend=be)  # noqa: E731
     X, y, X_test, y_test = to(X), to(y), to(X_test), to(y_test)
-    model = LogisticRegression(X, y) if args.model == "logistic" else LinearRegression(X, y)
+    glm = LogisticRegression if args.model == "logistic" else LinearRegression
+    model = glm(X, y, param_names=names)
     return _Problem(model, X_test, y_test, args.model, description)
 
 
@@ -610,6 +619,20 @@ def _mark(r: dict) -> str | None:
     return None
 
 
+def _coefficient_table(label: str, trace: Any) -> str:
+    """The posterior of the coefficients by name: mean, sd, 89% HDI, bulk and tail ESS and R-hat (sgmc.diagnostics)."""
+    table = trace.summary()
+    cols = [c for c in table.columns if c in ("mean", "sd", "ess_bulk", "ess_tail", "r_hat") or c.startswith("hdi")]
+    width = max(len("coefficient"), *(len(n) for n in table.index))
+    rhat = "" if "r_hat" in cols else "; R-hat needs --chains 2 or more"
+    lines = [f"posterior of the coefficients, {label} ({trace.n_chains} chain(s) x {trace.n_draws} kept draws{rhat}):",
+             f"{'coefficient':<{width}}" + "".join(f"{c:>11}" for c in cols)]
+    for i, name in enumerate(table.index):
+        cells = [f"{float(table[c][i]):>11.0f}" if c.startswith("ess") else f"{float(table[c][i]):>11.4g}" for c in cols]
+        lines.append(f"{name:<{width}}" + "".join(cells))
+    return "\n".join(lines)
+
+
 def _format_table(rows: list, metric: str) -> str:
     head = ("method", "h", "time (s)", "data passes", metric, "mean error")
     body = [
@@ -838,6 +861,13 @@ def _run_command(args) -> int:
     print()
     print(_format_table(rows, metric))
     print()
+    if args.data is not None:  # the fitted coefficients by column name
+        for label, res in ran.items():
+            print(_coefficient_table(label, res["trace"]))
+            print()
+        if ran:
+            print("coefficients: hdi89 the 89% highest density interval; ess_bulk/ess_tail and r_hat rank-normalised "
+                  "(Vehtari et al. 2021), from sgmc.diagnostics.summary")
     if problem.kind == "logistic":
         print(
             f"log-loss: held-out log-loss (review, section 6.1) of the posterior predictive probability, "

@@ -246,3 +246,72 @@ def test_a_checkpoint_records_the_names_of_a_model_it_cannot_store(tmp_path):
         sgmc.resume(str(ckpt), model=_UserGaussian(["x", "y"]), progress=False)
     resumed = sgmc.resume(str(ckpt), model=_UserGaussian(["mu", "tau"]), progress=False)
     assert resumed.param_names == ("mu", "tau")
+
+
+# -- the command -------------------------------------------------------------------------------------
+def _cli(argv):
+    import contextlib
+    import io
+
+    from sgmc.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _coefficients(stdout: str, label: str) -> tuple:
+    lines = stdout.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(f"posterior of the coefficients, {label} "))
+    head = lines[start + 1].split()
+    rows = {}
+    for ln in lines[start + 2:]:
+        if not ln.strip():
+            break
+        cells = ln.split()
+        rows[cells[0]] = dict(zip(head[1:], (float(c) for c in cells[1:])))
+    return head, rows
+
+
+def test_sgmc_run_with_data_prints_the_coefficients_by_name(tmp_path):
+    az = pytest.importorskip("arviz")
+    from sgmc.diagnostics import ess, rhat
+
+    path = tmp_path / "mine.csv"
+    with open(path, "w") as fh:
+        fh.write("age,dose,weight,outcome\n")
+        for row in np.c_[X, Y]:
+            fh.write(",".join(f"{v:.6f}" for v in row) + "\n")
+    out_file = tmp_path / "fit.npz"
+    code, out, _ = _cli(["run", "--quick", "--no-progress", "--data", str(path), "--model", "linear", "--intercept",
+                         "--chains", "2", "--sampler", "sgld", "--estimator", "cv", "--output", str(out_file)])
+    assert code == 0
+    head, rows = _coefficients(out, "SGLD-CV")
+    assert head == ["coefficient", "mean", "sd", "hdi89_lb", "hdi89_ub", "ess_bulk", "ess_tail", "r_hat"]
+    assert list(rows) == ["intercept", "age", "dose", "weight"]
+    trace = sgmc.Trace.load(str(out_file))
+    assert trace.param_names == ("intercept", "age", "dose", "weight")
+    draws = np.asarray(trace.draws)
+    for j, name in enumerate(trace.param_names):
+        row = rows[name]
+        x = draws[:, :, j]
+        lo, hi = az.hdi(x.reshape(-1), hdi_prob=0.89)  # arviz, an independent oracle, on the pooled draws
+        assert row["mean"] == pytest.approx(x.mean(), rel=1e-3, abs=1e-4)
+        assert row["sd"] == pytest.approx(x.std(ddof=1), rel=1e-3)
+        assert row["hdi89_lb"] == pytest.approx(lo, rel=1e-3, abs=1e-4)
+        assert row["hdi89_ub"] == pytest.approx(hi, rel=1e-3, abs=1e-4)
+        assert row["ess_bulk"] == pytest.approx(float(ess(x[:, :, None], method="bulk")[0]), abs=0.51)
+        assert row["r_hat"] == pytest.approx(float(rhat(x[:, :, None])[0]), abs=6e-4)
+    # the fitted coefficients agree with the conjugate posterior of all the rows (the command holds out 20%)
+    mean_exact = np.asarray(LinearRegression(np.c_[np.ones(len(X)), X], Y).posterior()[0])
+    np.testing.assert_allclose([rows[n]["mean"] for n in rows], mean_exact, atol=0.1)
+
+
+def test_sgmc_run_with_data_names_a_repeated_column(tmp_path):
+    path = tmp_path / "twice.csv"
+    with open(path, "w") as fh:
+        fh.write("a,a,y\n" + "".join(f"{r[0]:.4f},{r[1]:.4f},{r[2]:.4f}\n" for r in np.c_[X[:40, :2], Y[:40]]))
+    code, _, err = _cli(["run", "--quick", "--no-progress", "--data", str(path), "--model", "linear"])
+    assert code == 2
+    assert "has two columns named 'a'" in err
