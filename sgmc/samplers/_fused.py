@@ -75,6 +75,8 @@ def plan(sampler: Any, estimator: Any, position: Array) -> "FusedPlan | None":
     if (type(sampler) not in (SGLD, SGHMC, SGNHT) or type(estimator) not in (Minibatch, ControlVariate, SVRG)
             or type(model) not in (LogisticRegression, LinearRegression)):
         return None
+    if model.stream_rows is not None:   # X read from disk by rows (sgmc._blocks): no array to hand over
+        return None
     fast = native(model.xp, "glm_fused_block")
     if fast is None or getattr(position, "ndim", 0) != 2 or position.dtype != model.xp.float64:
         return None
