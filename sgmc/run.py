@@ -589,9 +589,25 @@ def _check_max_time(max_time: Any, executor: Any, checkpoint: Any) -> float:
     return float(max_time)
 
 
+def _warm_up(job: _Job) -> None:
+    """Two throwaway iterations on a copy of the first group's start, before the ``max_time`` clock.
+
+    Compiled paths (Numba) compile, or load their machine code, on first use; here that cost is not
+    charged to the budget. The copy, a generator of its own and a dropped result leave the run as it
+    would be without this.
+    """
+    spec, task = job.spec, job.tasks[0]
+    xp = spec.backend.xp
+    rng = backends.default_rng(0, backend=spec.backend, device=task.rng.device)
+    run_chains(spec.sampler, spec.estimator, rng, xp.asarray(task.position, copy=True), list(spec.step_sizes)[:2],
+               [], store_grads=spec.store_grads, score=spec.score, quiet_float=spec.backend.quiet_float)
+
+
 def _run_here(job: _Job, bar: Any, callback: Callable | None, stop: Callable[[], bool]) -> tuple:
     """Run the remaining groups in this process; return (complete, partial result or None)."""
     spec, n_iter = job.spec, job.n_iter
+    if job.max_time is not None and not job.results and job.current is None:
+        _warm_up(job)
     every = max(1, n_iter // 200)
     while len(job.results) < len(job.tasks):
         g = len(job.results)

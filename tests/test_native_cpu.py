@@ -249,3 +249,52 @@ def test_subsample_law_is_uniform_over_ordered_subsets():
     observed = counts[distinct]
     chi2 = float(((observed - 50.0) ** 2 / 50.0).sum())
     assert stats.chi2.sf(chi2, observed.size - 1) > 1e-4
+
+
+_FIRST_RUN = """
+import numpy as np, sgmc
+from sgmc.backends import _numba_kernels
+from sgmc.models import LogisticRegression
+r = np.random.default_rng(0)
+X = r.standard_normal((4000, 40))
+y = (r.random(4000) < 0.5).astype(float)
+tr = sgmc.sample(LogisticRegression(X, y), "sgld", "minibatch", step_size=1e-4, batch_size=50, n_iter=10**7,
+                 chains=1, rng=1, progress=False, max_time=1.0)
+compiled = bool(_numba_kernels.glm_chains.signatures)
+print(tr.info["stopped"], tr.info["iterations_done"], compiled)
+"""
+
+
+def test_first_run_of_a_process_does_not_spend_max_time_on_compiling(tmp_path):
+    # a fresh process with an empty Numba cache: the compiled GLM loop (d = 40) compiles in the first
+    # run, which takes longer than the whole budget; the run must still get its iterations
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), SGMC_NATIVE="1", OMP_NUM_THREADS="1",
+               OPENBLAS_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", _FIRST_RUN], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    stopped, done, compiled = out.stdout.split()
+    assert stopped == "max_time" and compiled == "True"
+    assert int(done) >= 300, out.stdout  # without the warm-up: 100 (the first check of the clock)
+
+
+_ONE_PATH = """
+import sys
+import numpy as np
+import sgmc
+from sgmc.ssm import resampling
+before = "numba" in sys.modules
+w = np.full((2, 100), 0.01)
+resampling.ancestors(w, np.array([0.3, 0.6]), "systematic")
+from sgmc.backends import _numba_kernels as k
+loaded = sorted(n for n in ("systematic", "stratified", "multinomial", "glm_chains", "glm_chains_diff",
+                            "first_distinct", "bpmf_chains") if getattr(k, n).signatures)
+print(before, "sgmc.backends._numba_ssm_kernels" in sys.modules, ",".join(loaded))
+"""
+
+
+def test_compiled_code_loads_per_kernel_on_first_use():
+    # importing sgmc loads no Numba; running one compiled path compiles (or loads) that kernel only
+    out = subprocess.run([sys.executable, "-c", _ONE_PATH], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, SGMC_NATIVE="1"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False", "systematic"]
