@@ -33,7 +33,9 @@ as ratios sgmc / peer, with the load average of each round, and written to
 older commit's package, renamed) to the rotation.
 
 ``--what floor`` times sgmc alone: the default minibatch draw (without replacement) against the draw
-with replacement, and SGLD-CV against SGLD, each as a ratio from interleaved rounds.
+with replacement, SGLD-CV against SGLD, and SGLD with the compiled paths (the fused blocks of
+:mod:`sgmc.samplers._fused` among them) switched off against on, each as a ratio from interleaved
+rounds of whole runs (each run's set-up included).
 
 Usage (from the repository root)::
 
@@ -390,12 +392,14 @@ def floor(args) -> list[dict]:
             for r in runs.values():
                 r(20, 0)
             impls = {k: _timed(lambda s, r=r: r(args.iters, s)) for k, r in runs.items()}
+            impls["sgld_with_off"] = _timed(lambda s, r=runs["sgld_with"]: _natives_off(r, args.iters, s))
             times, loads = _rounds(impls, args.reps)
             per = _per(times, args.iters * chains)
             cpu = {k: v["cpu"] for k, v in per.items()}
             row = {"dim": dim, "chains": chains, "us_per_chain_iter": per, "load": loads,
                    "without_over_with": cpu["sgld_without"] / cpu["sgld_with"],
-                   "cv_over_sgld": cpu["sgldcv_with"] / cpu["sgld_with"]}
+                   "cv_over_sgld": cpu["sgldcv_with"] / cpu["sgld_with"],
+                   "off_over_on": cpu["sgld_with_off"] / cpu["sgld_with"]}
             if args.compare_with:
                 row["before_cv_over_sgld"] = cpu["before_sgldcv_with"] / cpu["before_sgld_with"]
             rows.append(row)
@@ -432,10 +436,22 @@ def peers_tables(rows) -> dict:
     return {"peers": {"columns": cols, "rows": out, "formats": formats}}
 
 
+def _natives_off(run, n_iter, seed):
+    """``run`` with the compiled paths (the fused blocks among them) switched off in this process."""
+    from sgmc.backends import _numba
+
+    old = _numba.set_enabled(False)
+    try:
+        return run(n_iter, seed)
+    finally:
+        _numba.set_enabled(old)
+
+
 def floor_tables(rows) -> dict:
-    cols = ["d", "chains", "SGLD with replacement, CPU us", "without / with replacement", "SGLD-CV / SGLD"]
+    cols = ["d", "chains", "SGLD with replacement, CPU us", "without / with replacement", "SGLD-CV / SGLD",
+            "compiled paths off / on"]
     out = [[r["dim"], r["chains"], r["us_per_chain_iter"]["sgld_with"]["cpu"], r["without_over_with"],
-            r["cv_over_sgld"]] for r in rows]
+            r["cv_over_sgld"], r.get("off_over_on")] for r in rows]
     if rows and "before_cv_over_sgld" in rows[0]:
         cols.append("before: SGLD-CV / SGLD")
         for o, r in zip(out, rows):
