@@ -89,13 +89,13 @@ def _npy(path, X):
     return out
 
 
-@pytest.mark.parametrize("sampler", ["sgld", "sghmc"])
-def test_minibatch_runs_on_a_memmap_give_the_in_memory_draws(on_disk, sampler):
+@pytest.mark.parametrize("sampler, estimator", [("sgld", "minibatch"), ("sghmc", "minibatch"), ("sgld", "svrg")])
+def test_minibatch_runs_on_a_memmap_give_the_in_memory_draws(on_disk, sampler, estimator):
     X, y, path = on_disk
     disk = LogisticRegression(np.memmap(path, dtype=np.float64, mode="r", shape=X.shape), y)
     kw = dict(step_size=1e-3, batch_size=50, n_iter=200, chains=3, rng=4, progress=False)
-    a = sgmc.sample(disk, sampler, "minibatch", **kw)
-    b = sgmc.sample(LogisticRegression(X, y), sampler, "minibatch", **kw)   # compiled blocks where installed
+    a = sgmc.sample(disk, sampler, estimator, **kw)       # SVRG: its snapshot gradients stream in blocks
+    b = sgmc.sample(LogisticRegression(X, y), sampler, estimator, **kw)   # compiled blocks where installed
     np.testing.assert_allclose(np.asarray(a.draws), np.asarray(b.draws), rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(a.stats["data_passes"], b.stats["data_passes"])
 
