@@ -7,9 +7,8 @@ spawned from the seed, so a run in this process, on a ``ProcessPoolExecutor`` (o
 aside). The module also checks how the groups are split, that the model is shipped to each worker
 once, the error messages, and that the progress bar counts every group.
 
-Everything that starts processes is made inside fixtures: one process pool and one Dask
-``LocalCluster`` for the module (the Dask tests come last, so that the pool's workers are forked
-before the cluster's threads exist).
+Everything that starts processes is made inside fixtures: one process pool (spawned, as
+``executor="processes"`` starts its workers) and one Dask ``LocalCluster`` for the module.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ import pytest
 
 import sgmc
 import sgmc.run
+from sgmc import executors
 from sgmc.models import LogisticRegression
 
 from _deadline import deadline
@@ -87,7 +87,9 @@ def model():
 
 @pytest.fixture(scope="module")
 def pool():
-    with cf.ProcessPoolExecutor(2) as ex:
+    # spawned, as executor="processes" starts its workers: this process may hold threads (torch, JAX,
+    # OpenMP pools started by earlier tests), and a forked child of such a process can deadlock
+    with cf.ProcessPoolExecutor(2, mp_context=executors._safe_context()) as ex:
         yield ex
 
 

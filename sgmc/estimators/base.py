@@ -227,6 +227,16 @@ class Minibatch(Estimator):
         # sgmc._sampling.subsample, resolved once: the backend's native draw or the array-API twin
         self._draw = dispatch(model.xp, "subsample", subsample_twin)
 
+    def __getstate__(self) -> dict:
+        # the resolved draw does not pickle (process pools, Dask): it is resolved again on unpickling
+        state = dict(self.__dict__)
+        state.pop("_draw", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._draw = dispatch(self.model.xp, "subsample", subsample_twin)
+
     def indices(self, rng: Any, chains: int) -> Array:
         """Draw the minibatch indices, shape (chains, batch_size)."""
         return self._draw(rng, self.model.n_data, self.batch_size, chains, self.replace)
