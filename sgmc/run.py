@@ -152,9 +152,13 @@ def sample(
         ``"full"``, ``"minibatch"``, ``"cv"``, ``"svrg"``, ``"ps"``, ``"cv-ps"``, ``"adaptive-cv"``,
         ``"adaptive-cv-ps"``, ``"saga"``, ``"dpp"`` (see ``docs/subsampling.md``), ``"minibatch-noise"``,
         ``"cv-switch"`` or a configured estimator. ULA and MALA always use the exact gradient.
-    step_size : float, schedule or sequence
+    step_size : float, schedule, sequence, "auto" or AutoStep
         h in the review's convention (SGLD: theta' = theta + (h/2) g + N(0, h I)); a callable
-        ``k -> h_k`` such as :class:`sgmc.samplers.polynomial`, or ``n_iter`` values.
+        ``k -> h_k`` such as :class:`sgmc.samplers.polynomial`, or ``n_iter`` values. ``"auto"`` (or
+        :class:`sgmc.adapt.AutoStep` with settings) chooses h during the burn-in by the KSD of short
+        windows (:mod:`sgmc.adapt`; in this process, before the groups run), then samples at it:
+        ``trace.info["step_size_auto"]`` reports the choice, its path and its data passes, which
+        also start ``trace.stats["data_passes"]``; the stats cover the iterations after burn-in.
     batch_size : int or float, optional
         n for subsampling estimators (a float in (0, 1) is a fraction of N); default N / 100.
     n_iter : int
