@@ -14,8 +14,12 @@ the tables go to ``docs/results/native_cpu.json``, which docs/performance.md ren
 * ``ksd``: ``sgmc.diagnostics.ksd`` at n = 20,000, d = 10 (joint kind), against the arithmetic bound:
   the pair count n (n + 1) / 2 times the 8 d + 13 flops of a pair (plus one division and one square root
   counted as one flop each), at the GFLOP/s of a large float64 matrix product on the same threads.
-* ``resample``: the four resampling schemes, 100 batches of 1,000 particles (only systematic has a
-  compiled path; the other rows compare the NumPy path with itself, as a noise check).
+* ``ksd``: also at d = 2 (n = 2,000 and 20,000), where the compiled pair loop runs; at d = 10 and 100 it
+  declines and both columns time the NumPy path.
+* ``resample``: the four resampling schemes, 100 batches of 1,000 particles and one of 10^6 (residual
+  has no compiled path: its rows compare the NumPy path with itself, as a noise check).
+* ``subsample``: minibatch indices without replacement (1,000 of 10^5, 1 and 32 rows), the compiled
+  first-distinct pass against NumPy's packed sort.
 
 Usage (from the repository root; ``pip install "sgmc[cpu]" blackjax``)::
 
@@ -202,12 +206,13 @@ def _gflops() -> float:
 def bench_ksd(reps: int, n: int = 20_000, dim: int = 10) -> dict:
     from sgmc.diagnostics import ksd
 
+    LOADS.append(load())
     r = np.random.default_rng(0)
     x = r.standard_normal((n, dim))
     s = -x
     ksd(x[:500], s[:500], kind="joint")  # compile
     t = _alternate({"native": _with_native(True, lambda: ksd(x, s, kind="joint")),
-                    "twin": _with_native(False, lambda: ksd(x, s, kind="joint"))}, reps)
+                    "twin": _with_native(False, lambda: ksd(x, s, kind="joint"))}, reps if n * dim < 10**6 else min(reps, 3))
     pairs = n * (n + 1) / 2
     flops = pairs * (8 * dim + 13 + 2)
     peak = _gflops()
@@ -221,32 +226,53 @@ def bench_resample(reps: int) -> list:
     from sgmc.ssm import resampling
 
     r = np.random.default_rng(0)
-    w = r.random((100, 1000))
-    w /= w.sum(axis=1, keepdims=True)
-    u = r.random(100)
     rows = []
-    for scheme in ("systematic", "stratified", "multinomial", "residual"):
-        def fn(w, uu, scheme=scheme):
-            return resampling.ancestors(w, uu, scheme)
+    for batch, n, calls in [(100, 1000, 20), (1, 10**6, 2)]:  # small and large
+        w = r.random((batch, n))
+        w /= w.sum(axis=1, keepdims=True)
+        u = r.random(batch)
+        for scheme in ("systematic", "stratified", "multinomial", "residual"):
+            def fn(w, uu, scheme=scheme):
+                return resampling.ancestors(w, uu, scheme)
 
-        uu = u if scheme == "systematic" else r.random((100, 1000))
-        fn(w, uu)
+            uu = u if scheme == "systematic" else r.random((batch, n))
+            fn(w, uu)
 
-        def work(fn=fn, uu=uu):
-            for _ in range(20):
-                fn(w, uu)
+            def work(fn=fn, uu=uu, w=w, calls=calls):
+                for _ in range(calls):
+                    fn(w, uu)
 
+            t = _alternate({"native": _with_native(True, work), "twin": _with_native(False, work)}, reps)
+            rows.append({"scheme": f"{scheme} resampling, {batch} x {n}", "native_us": t["native"] / calls * 1e6,
+                         "twin_us": t["twin"] / calls * 1e6, "twin/native": t["twin"] / t["native"],
+                         "twin/native wall": t["wall"]["twin"] / t["wall"]["native"]})
+    return rows
+
+
+def bench_subsample(reps: int) -> list:
+    """Minibatch indices without replacement: the compiled first-distinct pass against the packed sort."""
+    from sgmc.backends import default_rng
+    from sgmc.backends._numpy import subsample
+
+    rows = []
+    for n_data, size, batch, calls in [(N_DATA, BATCH, 1, 200), (N_DATA, BATCH, 32, 20)]:
+        def work(n_data=n_data, size=size, batch=batch, calls=calls):
+            rng = default_rng(0)
+            for _ in range(calls):
+                subsample(rng, n_data, size, batch)
+
+        work()
         t = _alternate({"native": _with_native(True, work), "twin": _with_native(False, work)}, reps)
-        rows.append({"scheme": scheme, "native_us": t["native"] / 20 * 1e6, "twin_us": t["twin"] / 20 * 1e6,
-                     "twin/native": t["twin"] / t["native"],
+        rows.append({"case": f"subset draw, {size} of {n_data}, {batch} row(s)", "native_us": t["native"] / calls * 1e6,
+                     "twin_us": t["twin"] / calls * 1e6, "twin/native": t["twin"] / t["native"],
                      "twin/native wall": t["wall"]["twin"] / t["wall"]["native"]})
     return rows
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--what", nargs="+", default=["glm", "sgld32", "ksd", "resample"],
-                        choices=["glm", "sgld32", "ksd", "resample"])
+    parser.add_argument("--what", nargs="+", default=["glm", "sgld32", "ksd", "resample", "subsample"],
+                        choices=["glm", "sgld32", "ksd", "resample", "subsample"])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--iters", type=int, default=500, help="iterations of the sgld32 runs")
     parser.add_argument("--cores", default="1", help="the cores every contender runs on (default: core 1)")
@@ -271,19 +297,25 @@ def main(argv=None) -> int:
         if res["blackjax_compile_s"] is not None:
             tables["sgld32"]["notes"] = f"blackjax's compile time ({res['blackjax_compile_s']:.1f} s) is left out."
     if "ksd" in args.what:
-        out["ksd"] = k = bench_ksd(args.reps)
-        rows.append([f"KSD, n = {k['n']}, d = {k['d']}, joint", k["native_s"], k["twin_s"], "s",
-                     k["twin/native"], k["twin/native wall"]])
+        out["ksd"] = ks = [bench_ksd(args.reps, n, d) for n, d in [(2000, 2), (20_000, 2), (20_000, 10), (20_000, 100)]]
+        rows += [[f"KSD, n = {k['n']}, d = {k['d']}, joint", k["native_s"], k["twin_s"], "s", k["twin/native"],
+                  k["twin/native wall"]] for k in ks]
         tables["ksd_bound"] = {
-            "columns": ["n", "d", "compiled path, CPU s", "NumPy path, CPU s", "matrix product, GFLOP/s",
-                        "arithmetic bound, s", "compiled / bound"],
+            "columns": ["n", "d", "with natives on, CPU s", "NumPy path, CPU s", "matrix product, GFLOP/s",
+                        "arithmetic bound, s", "natives on / bound"],
             "rows": [[k["n"], k["d"], k["native_s"], k["twin_s"], k["matmul_gflops"], k["bound_s"],
-                      k["native/bound"]]],
-            "formats": [None, None, ".3f", ".3f", ".1f", ".3f", ".2f"]}
+                      k["native/bound"]] for k in ks],
+            "formats": [None, None, ".3f", ".3f", ".1f", ".3f", ".2f"],
+            "notes": "The compiled pair loop runs at d <= 4 (joint kind); above it the native declines and the "
+                     "NumPy path runs with natives on as well."}
     if "resample" in args.what:
         out["resample"] = bench_resample(args.reps)
-        rows += [[f"{r['scheme']} resampling, 100 x 1000", r["native_us"], r["twin_us"], "us",
+        rows += [[r["scheme"], r["native_us"], r["twin_us"], "us",
                   r["twin/native"], r["twin/native wall"]] for r in out["resample"]]
+    if "subsample" in args.what:
+        out["subsample"] = bench_subsample(args.reps)
+        rows += [[r["case"], r["native_us"], r["twin_us"], "us", r["twin/native"], r["twin/native wall"]]
+                 for r in out["subsample"]]
     if rows:
         tables["natives"] = {"columns": ["path", "compiled (CPU)", "twin (CPU)", "unit", "twin / compiled (CPU)",
                                          "twin / compiled (wall)"],

@@ -9,8 +9,8 @@ script times in interleaved rounds
    (``particles``' parameterisation ``Y_t ~ N(0, exp(X_t))`` with ``X`` an AR(1) around ``mu``
    is the same model, ``X_t = x_t + 2 log tau``); both log-likelihood estimates are printed, and
    they must agree within the Monte Carlo error;
-2. systematic and multinomial resampling of N = 10^6 normalised weights: ``sgmc.ssm.resample(rng, w,
-   scheme)`` against ``particles.resampling.systematic(w)`` and ``particles.resampling.multinomial(w)``.
+2. the four resampling schemes on N = 10^6 normalised weights: ``sgmc.ssm.resample(rng, w, scheme)``
+   against ``particles.resampling.<scheme>(w)`` (systematic, multinomial, stratified, residual).
 
 Each round runs both libraries back to back in alternating order; the script prints the median
 over rounds of wall-clock time and of process CPU time (the fairer figure on a shared machine)
@@ -130,7 +130,8 @@ def main() -> None:
     w /= w.sum()
     gen = backends.default_rng(2)
     res = []
-    for scheme, peer_fn in (("systematic", prs.systematic), ("multinomial", prs.multinomial)):
+    for scheme, peer_fn in (("systematic", prs.systematic), ("multinomial", prs.multinomial),
+                            ("stratified", prs.stratified), ("residual", prs.residual)):
         resample(gen, w, scheme)
         peer_fn(w)
         rows = []
