@@ -13,6 +13,7 @@ and a damaged file raises instead of loading.
 from __future__ import annotations
 
 import json
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,8 +144,8 @@ class Trace:
             msg = f"`param` {param!r} is not a parameter of this trace; its param_names are {shown}"
             raise ValueError(msg)
         try:
-            j = int(param) if not isinstance(param, bool) and int(param) == param else None
-        except (TypeError, ValueError):
+            j = None if isinstance(param, bool) else operator.index(param)
+        except TypeError:
             j = None
         if j is None or not 0 <= j < self.dim:
             msg = f"`param` must be a name of param_names or an index in [0, {self.dim - 1}]; got {param!r}"
