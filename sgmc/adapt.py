@@ -125,13 +125,14 @@ def _int(v: Any) -> bool:
 def parse_auto(step_size: Any, burn_in: int, n_iter: int) -> AutoStep | None:
     """``AutoStep`` for ``"auto"`` or an ``AutoStep``; None for any other ``step_size``.
 
-    Raises ``ValueError`` naming ``step_size`` for another string, or when the burn-in is too short
-    for three windows.
+    Raises ``TypeError`` naming ``step_size`` for another string, and ``ValueError`` when the burn-in
+    is too short for three windows.
     """
     if isinstance(step_size, str):
         if step_size != "auto":
-            msg = f"`step_size` as a string must be 'auto' (adapted during burn-in); got {step_size!r}"
-            raise ValueError(msg)
+            msg = (f"`step_size` must be a positive number, a schedule or a sequence; got str ({step_size!r}: "
+                   "the one string it takes is 'auto', adapted during burn-in)")
+            raise TypeError(msg)
         step_size = AutoStep()
     if not isinstance(step_size, AutoStep):
         return None
