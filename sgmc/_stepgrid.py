@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from . import backends
+from .estimators import SupportsPrepare, make_estimator
 from .models.base import IIDData, provides
 from .optimize import curvature_bound, negative_hessian
+from .samplers import PSGLD, SamplerBase, make_sampler
 from .ssm.base import StateSpaceModel
 from .ssm.stepsize import step_unit as ssm_step_unit
 
@@ -51,8 +53,6 @@ def default_grid(model: Any, sampler: Any = None, *, estimator: Any = None, posi
     bounded = provides(model, "lipschitz_constant") or provides(model, "lipschitz")
     smp = None
     if sampler is not None:
-        from .samplers import SamplerBase, make_sampler
-
         smp = make_sampler(sampler, model)
         if not isinstance(smp, SamplerBase) or type(smp).step_unit is SamplerBase.step_unit:
             smp = None
@@ -80,8 +80,6 @@ def default_grid(model: Any, sampler: Any = None, *, estimator: Any = None, posi
 
 def _sampler_grid(model, sampler, estimator, batch_size, init, rng, sampler_options, estimator_options):
     """:func:`default_grid` for the sampler and estimator of a tuning run, at the first chain's start."""
-    from .estimators import SupportsPrepare, make_estimator
-    from .samplers import PSGLD, make_sampler
 
     smp = make_sampler(sampler, model, **(sampler_options or {}))
     est = None
