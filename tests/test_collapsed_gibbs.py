@@ -297,12 +297,13 @@ def test_samplers_recover_separated_student_t_clusters():
     assert nmi(zt, naive.z) > 0.5  # the naive sampler mixes slowly from a random start (thesis 5.4.1)
 
 
-def test_torch_runs_the_same_sweep():
-    torch = pytest.importorskip("torch")
+@pytest.mark.parametrize("backend", ["torch", "array_api_strict"])
+def test_other_backends_run_the_same_sweep(backend):
+    lib = pytest.importorskip(backend)
     y = _data(8, 2, seed=5)
     z0 = np.array([0, 1] * 4)
     out = []
-    for arr, be in ((np.asarray, "numpy"), (lambda a: torch.asarray(a), "torch")):
+    for arr, be in ((np.asarray, "numpy"), (lib.asarray, backend)):
         model = StudentTMixtureModel(arr(y), nu=5.0)
         state = ep_gibbs_sweep(default_rng(3, backend=be), model, ep_init(model, arr(z0), 2), full_ep=1)
         out.append([np.asarray(state.z), np.asarray(state.q[2])])

@@ -252,11 +252,12 @@ def test_full_ep_passes_keep_the_state_consistent():
     np.testing.assert_allclose(state.counts, oh.sum(0))
 
 
-def test_torch_runs_the_same_sweep():
-    torch = pytest.importorskip("torch")
+@pytest.mark.parametrize("backend", ["torch", "array_api_strict"])
+def test_other_backends_run_the_same_sweep(backend):
+    lib = pytest.importorskip(backend)
     model_np, y, _ = _setup(a=0.9, T=8)
     out = []
-    for arr, be in ((np.asarray, "numpy"), (torch.asarray, "torch")):
+    for arr, be in ((np.asarray, "numpy"), (lib.asarray, backend)):
         model = TimeSeriesClusterModel(arr(y), a=0.9, lam=arr(LAM), sigma_x2=0.3, sigma_y2=0.5)
         state = ep_gibbs_sweep(default_rng(4, backend=be), model, ep_init(model, arr(np.array([0, 1, 0, 1])), 2), full_ep=1)
         coll = collapsed_sweep(default_rng(5, backend=be), model, collapsed_init(model, arr(np.array([0, 1, 0, 1])), 2))

@@ -139,7 +139,7 @@ def _site_update(xp, model, state, i):
     K = state.counts.shape[0]
     old = state.z[i : i + 1]
     e = xp.reshape(onehot(xp, old, K, state.counts.dtype), (K,))
-    cav_k = tuple(xp.take(q, old, axis=0) - s[i : i + 1] for q, s in zip(state.q, state.sites))
+    cav_k = tuple(xp.take(q, old, axis=0) - s[i : i + 1, ...] for q, s in zip(state.q, state.sites))
     if not bool(model.proper(cav_k)[0]):
         return state._replace(skipped=state.skipped + 1)
     site = model.tilted_site(cav_k, xp.asarray([i], device=state.z.device))
@@ -195,10 +195,10 @@ def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float) -> 
     dtype = state.counts.dtype
     old = state.z[i : i + 1]
     e_old = onehot(xp, old, K, dtype)  # (1, K)
-    cav = tuple(q - xp.reshape(e_old, (K,) + (1,) * (q.ndim - 1)) * s[i : i + 1] for q, s in zip(state.q, state.sites))
+    cav = tuple(q - xp.reshape(e_old, (K,) + (1,) * (q.ndim - 1)) * s[i : i + 1, ...] for q, s in zip(state.q, state.sites))
     if not bool(model.proper(tuple(xp.take(c, old, axis=0) for c in cav))[0]):
         return state._replace(skipped=state.skipped + 1), xp.full((K,), xp.nan, dtype=dtype, device=state.z.device)
-    counts = state.counts - e_old[0]
+    counts = state.counts - e_old[0, :]
     logits = collapsed_log_prior(xp, counts, alpha) + model.log_predictive(cav, i)
     new = draw_from_logits(rng, logits, xp)
     cav_new = tuple(xp.take(c, new, axis=0) for c in cav)
@@ -208,7 +208,7 @@ def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float) -> 
     sel = xp.reshape(xp.arange(state.z.shape[0], device=state.z.device) == i, (-1,))
     sites = tuple(xp.where(xp.reshape(sel, (-1,) + (1,) * (s.ndim - 1)), n, s) for s, n in zip(state.sites, site))
     z = xp.where(sel, new, state.z)
-    return EPGibbsState(z, counts + e_new[0], q, sites, state.skipped), logits - log_normaliser(xp, logits)
+    return EPGibbsState(z, counts + e_new[0, :], q, sites, state.skipped), logits - log_normaliser(xp, logits)
 
 
 def ep_gibbs_sweep(rng: Any, model: Any, state: EPGibbsState, alpha: float = 1.0, *,

@@ -83,9 +83,9 @@ def _sweep_z(rng, model, z, counts, loglik, alpha):
     K = counts.shape[0]
     ar = xp.arange(model.n_data, device=model.device)
     for i in range(model.n_data):
-        c = counts - onehot(xp, z[i : i + 1], K, model.dtype)[0]
+        c = counts - onehot(xp, z[i : i + 1], K, model.dtype)[0, :]
         new = draw_from_logits(rng, collapsed_log_prior(xp, c, alpha) + loglik[i, :], xp)
-        counts = c + onehot(xp, new, K, model.dtype)[0]
+        counts = c + onehot(xp, new, K, model.dtype)[0, :]
         z = xp.where(ar == i, new, z)
     return z, counts
 
@@ -123,7 +123,7 @@ def blocked_conditional(model: StudentTMixtureModel, stats: tuple, z: Array, u: 
     """``log p(y_i | z_i = k, u, y_-i, z_-i)`` (K,) and the cavity statistics (``i`` removed)."""
     xp = model.xp
     K = stats[0].shape[0]
-    e_old = onehot(xp, z[i : i + 1], K, model.dtype)[0]
+    e_old = onehot(xp, z[i : i + 1], K, model.dtype)[0, :]
     w_old = xp.sum(e_old * u[i, :])
     yi = model.y[i, :]
     dstat = (w_old, w_old * yi, w_old * (yi[:, None] * yi[None, :]), xp.ones_like(w_old))
@@ -142,9 +142,9 @@ def blocked_t_sweep(rng: Any, model: StudentTMixtureModel, state: BlockedTState,
     ar = xp.arange(model.n_data, device=model.device)
     for i in range(model.n_data):
         ll, cav = blocked_conditional(model, stats, z, u, i)
-        c = counts - onehot(xp, z[i : i + 1], K, model.dtype)[0]
+        c = counts - onehot(xp, z[i : i + 1], K, model.dtype)[0, :]
         new = draw_from_logits(rng, collapsed_log_prior(xp, c, alpha) + ll, xp)
-        e_new = onehot(xp, new, K, model.dtype)[0]
+        e_new = onehot(xp, new, K, model.dtype)[0, :]
         w = xp.sum(e_new * u[i, :])
         yi = model.y[i, :]
         dstat = (w, w * yi, w * (yi[:, None] * yi[None, :]), xp.ones_like(w))

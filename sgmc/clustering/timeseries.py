@@ -42,7 +42,7 @@ def _per_series(xp, value, name, n, dtype, device, positive=True):
     """A scalar or (n,) parameter as an (n,) array, checked finite (and positive where required)."""
     arr = xp.asarray(value, dtype=dtype, device=device)
     if arr.ndim == 0:
-        arr = xp.full((n,), arr, dtype=dtype, device=device)
+        arr = xp.broadcast_to(arr, (n,))
     if arr.ndim != 1 or arr.shape[0] != n:
         msg = f"`{name}` must be a scalar or an array of shape ({n},), one value per series; got shape {tuple(arr.shape)}"
         raise ValueError(msg)

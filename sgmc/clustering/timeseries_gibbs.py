@@ -96,7 +96,7 @@ def collapsed_conditional(model: TimeSeriesClusterModel, state: CollapsedTSState
     with_i = without | me[None, :]
     ll = cluster_log_marginal(model, xp.concat([without, with_i], axis=0))
     ll_without, ll_with = ll[:K], ll[K:]
-    counts = state.counts - onehot(xp, state.z[i : i + 1], K, model.dtype)[0]
+    counts = state.counts - onehot(xp, state.z[i : i + 1], K, model.dtype)[0, :]
     return collapsed_log_prior(xp, counts, alpha) + ll_with - ll_without, ll_without, ll_with, counts
 
 
@@ -109,7 +109,7 @@ def collapsed_sweep(rng: Any, model: TimeSeriesClusterModel, state: CollapsedTSS
     for i in range(model.n_data):
         logits, ll_without, ll_with, counts = collapsed_conditional(model, state, i, alpha)
         new = draw_from_logits(rng, logits)
-        e = onehot(xp, new, K, model.dtype)[0]
+        e = onehot(xp, new, K, model.dtype)[0, :]
         cl = xp.where(e > 0, ll_with, ll_without)
         state = CollapsedTSState(xp.where(ar == i, new, state.z), counts + e, cl)
     return state
@@ -165,9 +165,9 @@ def naive_sweep(rng: Any, model: TimeSeriesClusterModel, state: NaiveTSState, al
     z, counts = state.z, state.counts
     ar = xp.arange(model.n_data, device=model.device)
     for i in range(model.n_data):
-        c = counts - onehot(xp, z[i : i + 1], K, model.dtype)[0]
+        c = counts - onehot(xp, z[i : i + 1], K, model.dtype)[0, :]
         new = draw_from_logits(rng, collapsed_log_prior(xp, c, alpha) + loglik[i, :])
-        counts = c + onehot(xp, new, K, model.dtype)[0]
+        counts = c + onehot(xp, new, K, model.dtype)[0, :]
         z = xp.where(ar == i, new, z)
     x = sample_states(rng, model, xp.take(state.eta, z, axis=0))
     return NaiveTSState(z, counts, sample_eta(rng, model, x, z, K))
