@@ -4,7 +4,7 @@ Three posteriors, each sampled by SGLD with minibatch (or buffered subsequence) 
 
 ``logistic``  the review's section 6.1 logistic regression (N = 10^4, d = 5, the data of
               ``sgmc reproduce``); reference: the Laplace approximation N(mode, P^-1) found by Newton
-              steps (at this N it is within a few percent of the posterior, as the reproductions use it).
+              steps, as the reproductions use it.
 ``bnn``       a one-hidden-layer softmax network (5 inputs, 10 hidden, 3 classes, N = 2000 simulated
               from a random network of that shape); no tractable reference: the held-out log-loss of
               the posterior predictive on 2000 further points from the same network.
