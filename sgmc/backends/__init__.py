@@ -14,6 +14,7 @@ explicitly between libraries.
 from __future__ import annotations
 
 import difflib
+import sys
 from types import ModuleType
 from typing import Any, Callable
 
@@ -125,6 +126,11 @@ def _load_jax() -> Backend:
     return make_backend()
 
 
+def _owns_jax(xp: Any) -> bool:
+    # JAX's namespace itself, not any module that takes its name (and without importing JAX)
+    return array_api_compat.is_jax_namespace(xp) and sys.modules.get(xp.__name__) is xp
+
+
 def _load_cupy() -> Backend:
     from .cupy import make_backend
 
@@ -136,7 +142,7 @@ register("array_api_strict", _load_strict, array_api_compat.is_array_api_strict_
          install="pip install array-api-strict")
 register("torch", _load_torch, array_api_compat.is_torch_namespace, install="pip install torch")
 register("cupy", _load_cupy, array_api_compat.is_cupy_namespace, install='pip install "sgmc[gpu]"')
-register("jax", _load_jax, array_api_compat.is_jax_namespace, install='pip install "sgmc[jax]"')
+register("jax", _load_jax, _owns_jax, install='pip install "sgmc[jax]"')
 
 _ALIASES = {"jax.numpy": "jax", "np": "numpy", "strict": "array_api_strict", "array-api-strict": "array_api_strict"}
 
