@@ -1,7 +1,8 @@
 """Shared fixtures: every backend-generic test runs on each installed array library.
 
 The ``xb`` fixture ("cross-backend case") is parametrised over numpy, array_api_strict (default device,
-its second device ``device1``, which stands in for a GPU, and float32), torch when installed, and cupy
+its second device ``device1``, which stands in for a GPU, and float32), torch when installed, jax when
+installed (float64 and float32, marked ``jax``; see ``JAX_DEFAULT_FILES``), and cupy
 when a CUDA device is usable (marked ``gpu``). Tests build inputs with NumPy, move them with
 ``xb.asarray`` and compare on the host with ``xb.to_numpy`` (backend isolation).
 """
@@ -87,6 +88,15 @@ def _cases() -> list:
         import torch
 
         cases.append(pytest.param(BackendCase("torch", "torch", torch.device("cpu"), "float64"), id="torch"))
+    if _have("jax"):
+        import jax
+
+        jax.config.update("jax_enable_x64", True)  # for the whole session: float64 as on the other backends
+        cases += [
+            pytest.param(BackendCase("jax", "jax", jax.devices("cpu")[0], "float64"), id="jax", marks=pytest.mark.jax),
+            pytest.param(BackendCase("jax:float32", "jax", jax.devices("cpu")[0], "float32"), id="jax:float32",
+                         marks=pytest.mark.jax),
+        ]
     gpu_skip = pytest.mark.skipif(not _cupy_ready(), reason="CuPy not installed or no usable CUDA device")
     cases.append(pytest.param(BackendCase("cupy", "cupy", None, "float64"), id="cupy", marks=[pytest.mark.gpu, gpu_skip]))
     return cases
@@ -101,9 +111,31 @@ def xb(request) -> BackendCase:
     return request.param
 
 
+# JAX runs each array operation eagerly and compiles it once per shape, so a JAX case costs several
+# times its NumPy twin: every JAX case of every file (348) takes minutes of CPU. By default only the
+# float64 JAX case runs, and only in these files: the generator and subset draws, every sampler's and
+# estimator's statistical test, sample(), the summary (ESS, R-hat, MCSE against NumPy), the exact SSM
+# recursions and KSD; tests/test_backend_jax.py (float32 without 64-bit mode, worker processes)
+# always runs. `pytest -m jax` runs every JAX case, float32 included, of every file.
+JAX_DEFAULT_FILES = {"test_backends.py", "test_sampling.py", "test_samplers.py", "test_estimators.py",
+                     "test_run.py", "test_summary.py", "test_ssm_exact.py", "test_ksd.py"}
+
+
+def _jax_outside_default(item) -> bool:
+    case = getattr(getattr(item, "callspec", None), "params", {}).get("xb")
+    if getattr(case, "name", None) != "jax":
+        return False
+    return case.float_dtype != "float64" or item.path.name not in JAX_DEFAULT_FILES
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip ``slow`` tests unless the marker expression asks for them (``pytest -m slow``)."""
     markexpr = config.getoption("-m") or ""
+    if "jax" not in markexpr:
+        dropped = [item for item in items if _jax_outside_default(item)]
+        if dropped:
+            items[:] = [item for item in items if not _jax_outside_default(item)]
+            config.hook.pytest_deselected(items=dropped)
     if "slow" in markexpr:
         return
     skip = pytest.mark.skip(reason="slow study; run with -m slow")
