@@ -115,10 +115,10 @@ def xb(request) -> BackendCase:
 # times its NumPy twin: every JAX case of every file (348) takes minutes of CPU. By default only the
 # float64 JAX case runs, and only in these files: the generator and subset draws, every sampler's and
 # estimator's statistical test, sample(), the summary (ESS, R-hat, MCSE against NumPy), the exact SSM
-# recursions and KSD; tests/test_backend_jax.py (float32 without 64-bit mode, worker processes)
+# recursions, KSD and checkpoint/resume; tests/test_backend_jax.py (float32 without 64-bit mode, worker processes)
 # always runs. `pytest -m jax` runs every JAX case, float32 included, of every file.
 JAX_DEFAULT_FILES = {"test_backends.py", "test_sampling.py", "test_samplers.py", "test_estimators.py",
-                     "test_run.py", "test_summary.py", "test_ssm_exact.py", "test_ksd.py"}
+                     "test_run.py", "test_summary.py", "test_ssm_exact.py", "test_ksd.py", "test_resilience.py"}
 
 
 def _jax_outside_default(item) -> bool:

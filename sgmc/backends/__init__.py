@@ -144,7 +144,8 @@ register("torch", _load_torch, array_api_compat.is_torch_namespace, install="pip
 register("cupy", _load_cupy, array_api_compat.is_cupy_namespace, install='pip install "sgmc[gpu]"')
 register("jax", _load_jax, _owns_jax, install='pip install "sgmc[jax]"')
 
-_ALIASES = {"jax.numpy": "jax", "np": "numpy", "strict": "array_api_strict", "array-api-strict": "array_api_strict"}
+# "jaxlib" is the module of JAX's array and device types, by which stored devices find their backend
+_ALIASES = {"jax.numpy": "jax", "jaxlib": "jax", "np": "numpy", "strict": "array_api_strict", "array-api-strict": "array_api_strict"}
 
 
 def _by_name(name: str) -> Backend:
