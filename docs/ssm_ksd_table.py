@@ -269,6 +269,11 @@ def fmt(mean_sd):
 def run_table(table, args):
     """Every problem x method x step of one table; the best step per method; tables by series length."""
     problems, methods = table_spec(table, args)
+    if args.methods:
+        unknown = sorted(set(args.methods) - set(methods))
+        if unknown:
+            raise SystemExit(f"--methods: {unknown} not among {sorted(methods)}")
+        methods = {k: v for k, v in methods.items() if k in args.methods}
     lengths = [None] if table == "3.5" else args.T
     tables = {}
     for T in lengths:
@@ -349,6 +354,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", required=True, choices=["3.2", "3.3", "3.4", "3.5", "slds"])
     ap.add_argument("--T", type=int, nargs="+", default=None, help="series lengths (default: the thesis's)")
+    ap.add_argument("--methods", nargs="+", default=None, help="run only these methods (labels as in the table)")
     ap.add_argument("--eps", type=float, nargs="+", default=list(THESIS_EPS))
     ap.add_argument("--chains", type=int, default=5)
     ap.add_argument("--budget", type=float, default=10.0, help="CPU seconds per run")
