@@ -4,7 +4,8 @@ The statistical tests of the library run on JAX through the ``xb`` fixture (test
 module checks what is JAX's own: keys seeded and spawned from the seed's ``SeedSequence`` (same
 streams in this process and in worker processes), immutable arrays updated through
 :func:`sgmc._array_api.at`, ``backend="jax"``, the posterior summary and ArviZ export of a JAX
-trace, and float32 without 64-bit mode (in a fresh interpreter, since the mode is global).
+trace, and float32 without 64-bit mode (in a fresh interpreter, since the mode is global; a slow
+test: ``pytest -m slow tests/test_backend_jax.py``).
 """
 
 from __future__ import annotations
@@ -139,9 +140,9 @@ def test_process_workers_give_the_same_draws():
 def test_backend_jax_moves_a_numpy_model_and_the_trace_summarises():
     X, y = _logistic()
     m = LogisticRegression(X, y)
-    kw = dict(step_size=1e-3, batch_size=100, n_iter=500, burn_in=100, chains=4, rng=1, progress=False)
+    kw = dict(step_size=1e-3, batch_size=100, n_iter=300, burn_in=100, chains=4, rng=1, progress=False)
     tr = sgmc.sample(m, "sgld", "cv", backend="jax", **kw)
-    assert backends.get_backend(tr.draws).name == "jax" and tr.draws.shape == (4, 400, 3)
+    assert backends.get_backend(tr.draws).name == "jax" and tr.draws.shape == (4, 200, 3)
     ref = sgmc.sample(m, "sgld", "cv", **kw)
     # different generators, one posterior: chain means agree within their Monte Carlo error
     a = backends.to_numpy(tr.draws).mean(axis=1)
@@ -157,7 +158,7 @@ def test_backend_jax_moves_a_numpy_model_and_the_trace_summarises():
     assert isinstance(idata, az.InferenceData)
     post = idata.posterior
     name = next(iter(post.data_vars))
-    assert post[name].shape[:2] == (4, 400)
+    assert post[name].shape[:2] == (4, 200)
 
 
 _FLOAT32_SCRIPT = textwrap.dedent(
@@ -187,6 +188,7 @@ _FLOAT32_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a fresh interpreter compiles every operation again in 32-bit mode: about 35 s of CPU
 def test_float32_without_64_bit_mode():
     out = subprocess.run([sys.executable, "-c", _FLOAT32_SCRIPT], capture_output=True, text=True, timeout=600,
                          env={**__import__("os").environ, "JAX_ENABLE_X64": "0"})
