@@ -12,14 +12,17 @@ the other libraries, and both are handled here or in :func:`sgmc._array_api.at`:
   chain group gets the same stream in this process, in a worker process or on a Dask worker.
 
 Float64 needs ``jax.config.update("jax_enable_x64", True)`` (or ``JAX_ENABLE_X64=1``); without it
-JAX computes in float32 and the generator draws float32 and int32. A 64-bit array pickled to another
+JAX computes in float32 and the generator draws float32 and int32 (its warnings that int64 indices
+are computed as int32 are silenced inside the sampling loop). A 64-bit array pickled to another
 process (a worker of a process pool or of Dask) turns 64-bit mode on there, so that it arrives as it
 left.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copyreg
+import warnings
 from functools import partial
 
 import jax
@@ -51,6 +54,18 @@ def _from_host(a: np.ndarray, dtype, device):
     elif a.dtype.itemsize == 8 and not _x64():
         a = a.astype(_canonical(a.dtype), copy=False)  # what JAX would do, without its warning
     return jax.device_put(a, device)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Inside the sampling loop: no warning that int64 indices are int32 without 64-bit mode.
+
+    sgmc asks for int64 indices; JAX in 32-bit mode computes them in int32 (exact below 2**31
+    data points) and warns at every such request.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Explicitly requested dtype int64", category=UserWarning)
+        yield
 
 
 def _sync() -> None:
@@ -210,6 +225,7 @@ def make_backend() -> Backend:
         from_host=_from_host,
         default_device=jax.devices()[0],
         synchronize=_sync,
+        quiet_float=_quiet,
         on_cpu=_on_cpu,
         native={"set_rows": _set_rows, "scatter_add": _scatter_add},
     )
