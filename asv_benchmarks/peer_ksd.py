@@ -17,7 +17,8 @@ c = 1, beta = -1/2), this script
 Every contender runs on the cores of ``--cores`` (default: core 1) with one BLAS and one Numba thread
 (checked before timing); times are CPU time (wall time beside it), best of ``--reps``. The tables go
 to ``docs/results/peer_ksd.json``, which docs/diagnostics.md renders. With Numba installed, ``ksd`` is
-timed with its compiled pair sums and with the NumPy path (``sgmc.backends._numba.set_enabled``).
+timed with its natives on and with the NumPy path (``sgmc.backends._numba.set_enabled``); the compiled
+pair loop declines at d = 10 (it runs at d <= 4 only), so both rows time the NumPy path there.
 
 Flop count per evaluated pair (joint kind, isotropic preconditioner, beta = -1/2), from
 ``sgmc/diagnostics/_stein.py``: the product giving B = c^2 + |x - y|^2_A has inner dimension d + 2
@@ -191,7 +192,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from sgmc.backends import _numba
 
-    paths = {"compiled": True, "NumPy": False} if _numba.available() else {"NumPy": False}
+    paths = {"natives on": True, "NumPy": False} if _numba.available() else {"NumPy": False}
     n, d = args.n, args.d
     block = _stein.check_block(None, n)
     chunk = _stein._chunk(block)
