@@ -146,6 +146,7 @@ def systematic(weights, u, out, mark):
             acc += weights[b, i]
             c = int(_scaled(acc, scale, i, n) + ub)
             c = c if c < n else n
+            c = c if c > 0 else 0  # never write outside mark: NaN or infinite weights give int() = INT_MIN
             mark[prev] = i
             prev = c
         _fill(out, b, mark, n)
@@ -245,6 +246,7 @@ def stratified(weights, u, out, mark):
             v = _scaled(acc, scale, i, n)
             mi = int(v)  # floor: v >= 0
             mi = mi if mi < n else n
+            mi = mi if mi > 0 else 0  # never index outside u or mark: NaN or infinite weights give int() = INT_MIN
             j = mi if mi < n else n - 1
             c = mi + ((mi < n) & (u[b, j] < v - mi))
             mark[prev] = i
