@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _helpers import Z_TOL
+from _helpers import Z_TOL, replay_rng
 from sgmc import backends
 from sgmc.ssm import LGSSM
 from sgmc.ssm.particle import ScalarLGSSMKernel, particle_filter
@@ -59,7 +59,7 @@ def test_backends_match_numpy(xb, series):
     ref = particle_filter(backends.default_rng(1), _kernel(B, "optimal"), _batch(y, B), 64, stat_weight=np.ones((B, y.shape[0])))
     par = lambda v: xb.asarray(np.full(B, v))  # noqa: E731
     k = ScalarLGSSMKernel(par(PHI), par(SIG), par(TAU), proposal="optimal")
-    got = particle_filter(xb.rng(1), k, xb.asarray(_batch(y, B)), 64, stat_weight=xb.asarray(np.ones((B, y.shape[0]))))
+    got = particle_filter(replay_rng(xb, 1), k, xb.asarray(_batch(y, B)), 64, stat_weight=xb.asarray(np.ones((B, y.shape[0]))))
     ll_got, score_got = xb.to_numpy(got.log_lik), xb.to_numpy(got.score)
     if xb.float_dtype == "float64":
         np.testing.assert_allclose(ll_got, ref.log_lik, rtol=1e-10)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from _helpers import Z_TOL, fd_jacobian
+from _helpers import Z_TOL, fd_jacobian, replay_rng
 from sgmc import backends
 from sgmc.ssm.garch import GARCH, GARCHKernel
 from sgmc.ssm.particle import ScalarLGSSMKernel, particle_filter
@@ -174,15 +174,15 @@ def test_window_score_runs_on_backends(xb, cls, theta):
     win = sample_windows(backends.default_rng(8), 80, 10, 5, chains=2, M=2)
     ref, n_ref = ref_model.window_score(backends.default_rng(9), theta2, win, method="particle", n_particles=64)
     model = cls(xb.asarray(y))
-    win_x = sample_windows(xb.rng(8), 80, 10, 5, chains=2, M=2, xp=xb.xp, dtype=xb.dtype)
-    got, n_got = model.window_score(xb.rng(9), xb.asarray(theta2), win_x, method="particle", n_particles=64)
+    win_x = sample_windows(replay_rng(xb, 8), 80, 10, 5, chains=2, M=2, xp=xb.xp, dtype=xb.dtype)
+    got, n_got = model.window_score(replay_rng(xb, 9), xb.asarray(theta2), win_x, method="particle", n_particles=64)
     got = xb.to_numpy(got)
     assert got.shape == (2, cls(y).dim) and np.all(np.isfinite(got))
     np.testing.assert_array_equal(xb.to_numpy(n_got), n_ref)
     if xb.float_dtype == "float64":
         np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-8)
     with pytest.raises(ValueError, match="method"):
-        model.window_score(xb.rng(9), xb.asarray(theta2), win_x, method="exact")
+        model.window_score(replay_rng(xb, 9), xb.asarray(theta2), win_x, method="exact")
 
 
 def test_garch_refuses_paris():
