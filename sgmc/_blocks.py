@@ -195,7 +195,7 @@ def out_of_core_design(X: Any, y: Any, *, backend: Any = None) -> tuple[Any, Row
     ``X`` becomes a :class:`RowSource` (checked finite block by block, one pass); ``y``, one number
     per datum, is read into memory as a NumPy array of ``X``'s dtype. Returns ``(xp, X, y, dtype)``.
     """
-    if backend is not None and backends.get_backend(backend).name != "numpy":
+    if backend is not None and backends.get_backend(backend) is not backends.get_backend("numpy"):
         msg = (f"`backend`={backend!r}: a model on data read from disk (`X` a {type(X).__name__}) runs on "
                "NumPy; load the data into memory first to move it elsewhere")
         raise ValueError(msg)

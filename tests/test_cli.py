@@ -195,7 +195,7 @@ def test_help_and_version():
     [
         (["run", "--sampler", "nuts"], "--sampler: unknown name 'nuts'"),
         (["run", "--estimator", "cv,bogus"], "--estimator: unknown name 'bogus'"),
-        (["run", "--backend", "jax"], "argument --backend: invalid choice"),
+        (["run", "--backend", "mxnet"], "argument --backend: invalid choice"),
         (["run", "--iters", "1"], "argument --iters: expected an integer >= 2"),
         (["run", "--quick", "--iters", "100", "--burn-in", "100"], "--burn-in must be smaller than --iters"),
         (["run", "--step-size", "-1"], "argument --step-size: expected a positive number"),

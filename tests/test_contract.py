@@ -246,7 +246,7 @@ def test_no_attribute_probing(name):
     assert calls == []
 
 
-BACKEND_NAMES = {"numpy", "cupy", "torch", "array_api_strict"}
+BACKEND_NAMES = {"numpy", "cupy", "torch", "array_api_strict", "jax"}
 
 
 def _names_in(node: ast.AST) -> set:
