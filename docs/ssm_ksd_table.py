@@ -243,7 +243,10 @@ def run_once(prob, method, eps, args, seed):
     if prob.score == "none":
         return row
     c0 = time.process_time()
-    sc = scores_at(prob, draws.reshape(-1, model.dim), args.score_particles, seed + 1).reshape(draws.shape)
+    try:
+        sc = scores_at(prob, draws.reshape(-1, model.dim), args.score_particles, seed + 1).reshape(draws.shape)
+    except sgmc.DivergenceError:            # the draws are finite, but the posterior's score there is not
+        return {"diverged": "non-finite scores at the draws"}
     row["score_cpu"] = time.process_time() - c0
     if not np.all(np.isfinite(sc)):
         return {"diverged": "non-finite scores"}
