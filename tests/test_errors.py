@@ -116,7 +116,7 @@ CASES = {
     "cov cpu, y device1": (lambda: Gaussian(on_strict(X, DEV1), cov=on_strict(np.eye(3))), ValueError, r"`cov` is on device .*CPU_DEVICE.* but `y` is on device .*device1"),
     "rng bad type": (lambda: run(rng="seed"), TypeError, "`rng` must be None, a non-negative int"),
     "rng negative": (lambda: run(rng=-3), ValueError, r"`rng` \(a seed\) must be a non-negative integer"),
-    "unknown backend": (lambda: backends.get_backend("jax"), ValueError, "unknown backend 'jax'"),
+    "unknown backend": (lambda: backends.get_backend("mxnet"), ValueError, "unknown backend 'mxnet'"),
     # -- step sizes ---------------------------------------------------------------------------------------
     "step_size negative": (lambda: run(step_size=-1e-3), ValueError, "`step_size` must be positive and finite; got -0.001"),
     "step_size zero": (lambda: run(step_size=0.0), ValueError, "`step_size` must be positive and finite; got 0.0"),

@@ -140,6 +140,9 @@ class FusedPlan:
 
     def run(self, state: Any, hs: list, z: Array, idx: Array, keep_grads: bool = False) -> Block:
         """Run the block on the native, or on :func:`twin_block` where the native declines."""
+        if self._spec_smp["name"] == "sghmc" and self._spec_smp["v_hat"] is not None:
+            for h in set(hs):  # the step's own check of the noise correction, raised as the step raises it
+                self.sampler._noise_sd(self.model.xp, h)
         est_state = state.est_state
         spec = {"x": state.position, "g": state.grad, "rho": getattr(state, "momentum", None),
                 "xi": getattr(state, "thermostat", None)}
