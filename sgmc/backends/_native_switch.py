@@ -15,8 +15,19 @@ import os
 
 __all__ = ["available", "enabled", "env_enabled", "set_enabled"]
 
+
+def _numba_installed() -> bool:
+    """Whether Numba can be found, without importing it (a finder that refuses it counts as absent)."""
+    try:
+        return importlib.util.find_spec("numba") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+#: Whether Numba is installed: without it the switch stays off whatever is asked (the core install).
+INSTALLED = _numba_installed()
 #: One item, the current setting; a list so that readers that hold it see changes.
-ON = [os.environ.get("SGMC_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off")]
+ON = [INSTALLED and os.environ.get("SGMC_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off")]
 
 
 def env_enabled() -> bool:
@@ -30,9 +41,9 @@ def enabled() -> bool:
 
 
 def set_enabled(on: bool) -> bool:
-    """Turn the compiled paths on or off in this process; returns the old setting."""
+    """Turn the compiled paths on or off in this process (on only where Numba is installed); returns the old setting."""
     old = ON[0]
-    ON[0] = bool(on)
+    ON[0] = bool(on) and INSTALLED
     return old
 
 
@@ -41,4 +52,4 @@ def available() -> bool:
 
     ``find_spec``, not an import: Numba loads (about half a second) only when a compiled path runs.
     """
-    return env_enabled() and importlib.util.find_spec("numba") is not None
+    return env_enabled() and INSTALLED
