@@ -14,31 +14,14 @@ import math
 import numba as nb
 import numpy as np
 
+from ._numba_kernels import _dot, _resid  # the GLM residual and row product, shared with the per-step loop
+
 _OPTS = {"nogil": True, "cache": True}
 # Sums over a row's coordinates may be reordered (vectorised); the updates below are not.
 _FAST = dict(_OPTS, fastmath={"reassoc", "contract", "nsz"})
 
 SGLD, SGHMC, SGNHT = 0, 1, 2
 MINIBATCH, CV, SVRG = 0, 1, 2
-
-
-@nb.njit(**_OPTS)
-def _resid(kind, eta, y, param):
-    """d log f / d eta, as the twin computes it (logistic: one exp of -|eta|)."""
-    if kind == 0:
-        e = math.exp(-abs(eta))
-        inv = 1.0 / (1.0 + e)
-        sig = inv if eta >= 0 else e * inv
-        return y - sig
-    return (y - eta) / param
-
-
-@nb.njit(**_FAST)
-def _dot(X, row, th):
-    acc = 0.0
-    for m in range(X.shape[1]):
-        acc += X[row, m] * th[m]
-    return acc
 
 
 @nb.njit(**_FAST)
