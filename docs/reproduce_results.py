@@ -4,7 +4,8 @@ The reproduction pages (docs/reproductions.md, docs/reproduce-bnn.md, docs/repro
 their tables from these files with ``python docs/render_tables.py``. This script runs
 ``sgmc.experiments.reproduce`` (the same function as ``python -m sgmc reproduce``), writes the
 experiment's usual outputs under ``--out`` and then the results file, with the experiment's
-``meta.json`` (seed, size, options, wall time, notes) under ``extra``::
+``meta.json`` (seed, size, options, wall time, notes) and the process's cost (wall and CPU seconds,
+peak memory) under ``extra``::
 
     python docs/reproduce_results.py logistic-table2 --results repro-table2 --out t2 --option dims=10,50
 
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import resource
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -58,9 +61,14 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--option", action="append", type=_experiment_option, default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
+    wall = time.perf_counter()
     result = experiments.reproduce(args.name, args.out, quick=args.quick, seed=args.seed, progress=True,
                                    **dict(args.option))
-    path = write_results(args.results, tables_of(result), extra={"experiment": args.name, "meta": result["meta"]})
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    cost = {"wall_s": round(time.perf_counter() - wall, 1), "cpu_user_s": round(use.ru_utime, 1),
+            "cpu_system_s": round(use.ru_stime, 1), "max_rss_mib": round(use.ru_maxrss / 1024, 1)}
+    path = write_results(args.results, tables_of(result),
+                         extra={"experiment": args.name, "meta": result["meta"], "cost": cost})
     print(path)
     return 0
 
