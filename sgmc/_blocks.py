@@ -23,7 +23,8 @@ import numpy as np
 
 from . import backends
 
-__all__ = ["RowSource", "is_out_of_core", "row_blocks", "out_of_core_design", "DEFAULT_BLOCK_BYTES"]
+__all__ = ["RowSource", "LaggedRows", "is_out_of_core", "row_blocks", "out_of_core_design", "take",
+           "check_dtype", "check_finite_blocks", "refuse_backend", "DEFAULT_BLOCK_BYTES"]
 
 #: Bytes of data a full pass holds at once (rows per block = this / bytes per row).
 DEFAULT_BLOCK_BYTES = 4 * 2**20
@@ -42,10 +43,39 @@ def _kind(data: Any) -> str | None:
 
 def is_out_of_core(data: Any) -> bool:
     """True for the arrays a model reads row by row: ``numpy.memmap``, zarr and Dask arrays."""
-    return isinstance(data, RowSource) or _kind(data) is not None
+    return isinstance(data, _Rows) or _kind(data) is not None
 
 
-class RowSource:
+class _Rows:
+    """What the readers of rows share: ``shape``, ``dtype``, ``take``, ``blocks``; no array conversion."""
+
+    name: str
+    shape: tuple
+    dtype: np.dtype
+    block_rows: int
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
+        """``(start, stop, rows)`` for consecutive blocks of ``block_rows`` rows covering the data."""
+        for start, stop in row_blocks(self.shape[0], self.block_rows):
+            yield start, stop, self.block(start, stop)
+
+    def _whole(self, *args: Any, **kwargs: Any) -> Any:
+        msg = (f"`{self.name}` is read from disk by rows ({self!r}), and this computation needs all of it in "
+               "memory at once; load it first (numpy.asarray of the memmap, zarr or Dask array) to use it here")
+        raise TypeError(msg)
+
+    # a whole-array use (an index, a conversion) says what happened instead of failing somewhere inside
+    __getitem__ = __array__ = _whole
+
+
+class RowSource(_Rows):
     """Rows of a 2-D out-of-core array, read when asked for.
 
     Parameters
@@ -59,6 +89,10 @@ class RowSource:
         The argument's name, for error messages.
     block_bytes : int
         Bytes per block of :meth:`blocks`.
+    layout : {"rows", "vector", "series"}
+        ``"rows"``: ``data`` must be 2-D. ``"vector"``: ``data`` must be 1-D (one number per datum),
+        and :meth:`take` returns 1-D. ``"series"``: 1-D or 2-D, a 1-D ``data`` read as one column
+        ``(n, 1)``.
 
     Examples
     --------
@@ -72,15 +106,20 @@ class RowSource:
     [[8.0, 9.0], [2.0, 3.0], [8.0, 9.0]]
     """
 
-    def __init__(self, data: Any, name: str = "X", block_bytes: int = DEFAULT_BLOCK_BYTES):
+    def __init__(self, data: Any, name: str = "X", block_bytes: int = DEFAULT_BLOCK_BYTES, layout: str = "rows"):
         kind = _kind(data)
         if kind is None:
             msg = f"`{name}` must be a numpy.memmap, zarr or Dask array to be read row by row; got {type(data).__name__}"
             raise TypeError(msg)
         shape = tuple(int(s) for s in data.shape)
-        if len(shape) != 2:
-            msg = f"`{name}` must be 2-D (n_data, dim); got shape {shape}"
+        want = {"rows": (2,), "vector": (1,), "series": (1, 2)}[layout]
+        if len(shape) not in want:
+            what = {"rows": "2-D (n_data, dim)", "vector": "1-D (n_data,)", "series": "1-D (T,) or 2-D (T, obs_dim)"}
+            msg = f"`{name}` must be {what[layout]}; got shape {shape}"
             raise ValueError(msg)
+        self._source_1d = len(shape) == 1
+        if layout == "series" and len(shape) == 1:
+            shape = (shape[0], 1)
         self.name = name
         self.shape = shape
         self.dtype = np.dtype(data.dtype)
@@ -90,22 +129,16 @@ class RowSource:
         self.offset = 0
         if kind == "memmap" and isinstance(data.base, mmap.mmap) and data.flags.c_contiguous:
             self.kind, self.path, self.offset, self.data = "file", os.fspath(data.filename), int(data.offset), None
-        self.row_bytes = self.dtype.itemsize * shape[1]
+        self._cols = shape[1] if len(shape) == 2 else 1
+        self.row_bytes = self.dtype.itemsize * self._cols
         self.block_rows = max(1, int(block_bytes) // max(self.row_bytes, 1))
-
-    @property
-    def ndim(self) -> int:
-        return 2
-
-    def __len__(self) -> int:
-        return self.shape[0]
 
     def __repr__(self) -> str:
         where = self.path if self.path is not None else type(self.data).__name__
         return f"RowSource({where!r}, shape={self.shape}, dtype={self.dtype})"
 
     def take(self, idx: Any) -> np.ndarray:
-        """Rows ``idx`` (any integer array, repeats allowed) as a host array ``(len(idx), d)``.
+        """Rows ``idx`` (any integer array, repeats allowed) as a host array ``(idx.size,) + shape[1:]``.
 
         Reads each needed row once, in increasing order.
         """
@@ -114,24 +147,22 @@ class RowSource:
             msg = f"row index out of range for `{self.name}` with {self.shape[0]} rows"
             raise IndexError(msg)
         rows, inverse = np.unique(flat, return_inverse=True)
-        return self._read(rows)[inverse.reshape(-1)]
+        return self._shaped(self._read(rows))[inverse.reshape(-1)]
+
+    def _shaped(self, rows: np.ndarray) -> np.ndarray:
+        return np.reshape(rows, (rows.shape[0],) + self.shape[1:])
 
     def block(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` as a host array."""
         if self.kind == "file":
-            return self._pread(start, stop)
+            return self._shaped(self._pread(start, stop))
         if self.kind == "dask":
-            return np.asarray(self.data[start:stop].compute())
-        return np.asarray(self.data[start:stop])
-
-    def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
-        """``(start, stop, rows)`` for consecutive blocks of ``block_rows`` rows covering the data."""
-        for start, stop in row_blocks(self.shape[0], self.block_rows):
-            yield start, stop, self.block(start, stop)
+            return self._shaped(np.asarray(self.data[start:stop].compute()))
+        return self._shaped(np.asarray(self.data[start:stop]))
 
     def _pread(self, start: int, stop: int) -> np.ndarray:
         n = stop - start
-        out = np.empty((n, self.shape[1]), dtype=self.dtype)
+        out = np.empty((n, self._cols), dtype=self.dtype)
         view = memoryview(out).cast("B")
         fd = self._file()
         done, want, at = 0, n * self.row_bytes, self.offset + start * self.row_bytes
@@ -163,7 +194,7 @@ class RowSource:
     def _read(self, rows: np.ndarray) -> np.ndarray:
         if self.kind == "file":
             # runs of consecutive rows, each read straight into its place in the output
-            out = np.empty((rows.size, self.shape[1]), dtype=self.dtype)
+            out = np.empty((rows.size, self._cols), dtype=self.dtype)
             if rows.size == 0:
                 return out
             cut = np.flatnonzero(np.diff(rows) != 1) + 1
@@ -176,7 +207,8 @@ class RowSource:
                     out[a:b] = self._pread(r, r + b - a)   # a short read: the careful loop, or its error
             return out
         if self.kind == "zarr":
-            return np.asarray(self.data.get_orthogonal_selection((rows, slice(None))))
+            sel = (rows,) if self._source_1d else (rows, slice(None))
+            return np.asarray(self.data.get_orthogonal_selection(sel))
         if self.kind == "dask":
             return np.asarray(self.data[rows].compute())
         return np.asarray(self.data[rows])
@@ -195,10 +227,7 @@ def out_of_core_design(X: Any, y: Any, *, backend: Any = None) -> tuple[Any, Row
     ``X`` becomes a :class:`RowSource` (checked finite block by block, one pass); ``y``, one number
     per datum, is read into memory as a NumPy array of ``X``'s dtype. Returns ``(xp, X, y, dtype)``.
     """
-    if backend is not None and backends.get_backend(backend) is not backends.get_backend("numpy"):
-        msg = (f"`backend`={backend!r}: a model on data read from disk (`X` a {type(X).__name__}) runs on "
-               "NumPy; load the data into memory first to move it elsewhere")
-        raise ValueError(msg)
+    refuse_backend(backend, f"`X` a {type(X).__name__}")
     src = X if isinstance(X, RowSource) else RowSource(X, "X")
     if src.dtype.kind != "f" or src.dtype.itemsize < 4:
         msg = f"`X` must hold float32 or float64 values; got {src.dtype}"
@@ -212,11 +241,90 @@ def out_of_core_design(X: Any, y: Any, *, backend: Any = None) -> tuple[Any, Row
     if not np.all(np.isfinite(y)):
         msg = f"`y` contains {int(np.sum(~np.isfinite(y)))} non-finite value(s) (NaN or inf); clean the data first"
         raise ValueError(msg)
-    for start, stop, rows in src.blocks():
-        bad = ~np.isfinite(rows)
-        if bad.any():
-            msg = (f"`X` contains non-finite value(s) (NaN or inf), first in row {start + int(np.argmax(bad.any(axis=1)))}; "
-                   "clean the data first")
-            raise ValueError(msg)
+    check_finite_blocks(src)
     yy = backends.asarray(y, backend="numpy")
     return backends.get_backend("numpy").xp, src, yy, yy.dtype
+
+
+class LaggedRows(_Rows):
+    """Rows ``(y_{t+p}, y_{t+p-1}, ..., y_t)`` of a series read from disk, made when asked for.
+
+    The out-of-core twin of :func:`sgmc.ssm.arhmm.lagged`: row ``t`` of the result (``t = 0..T-p-1``)
+    is the concatenation of the series' rows ``t + p``, ``t + p - 1``, ..., ``t``, so shape
+    ``(T - p, m (p + 1))``. :meth:`take` reads each series row it needs once.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from sgmc._blocks import LaggedRows, RowSource
+    >>> path = os.path.join(tempfile.mkdtemp(), "y.f64")
+    >>> np.arange(5.0).tofile(path)
+    >>> series = RowSource(np.memmap(path, dtype=np.float64, mode="r", shape=(5,)), "y", layout="series")
+    >>> LaggedRows(series, 2).take(np.array([0, 2])).tolist()
+    [[2.0, 1.0, 0.0], [4.0, 3.0, 2.0]]
+    """
+
+    def __init__(self, series: RowSource, p: int):
+        self.series, self.p = series, int(p)
+        T, m = series.shape
+        self.name, self.dtype = series.name, series.dtype
+        self.shape = (T - self.p, m * (self.p + 1))
+        self.block_rows = max(1, series.block_rows // (self.p + 1))
+
+    def __repr__(self) -> str:
+        return f"LaggedRows({self.series!r}, p={self.p})"
+
+    def _lag(self, rows: np.ndarray, n: int) -> np.ndarray:
+        # rows: series rows t .. t + n + p - 1 -> the n lagged rows starting at t
+        return np.concatenate([rows[self.p - j:self.p - j + n] for j in range(self.p + 1)], axis=-1)
+
+    def take(self, idx: Any) -> np.ndarray:
+        """Lagged rows ``idx`` (any integer array) as a host array ``(idx.size, m (p + 1))``."""
+        flat = np.asarray(idx, dtype=np.int64).reshape(-1)
+        lags = flat[:, None] + (self.p - np.arange(self.p + 1))
+        return self.series.take(lags).reshape(flat.size, self.shape[1])
+
+    def block(self, start: int, stop: int) -> np.ndarray:
+        """Lagged rows ``start:stop``."""
+        return self._lag(self.series.block(start, stop + self.p), stop - start)
+
+
+def take(xp: Any, a: Any, idx: Any, dtype: Any = None) -> Any:
+    """Rows ``a[idx]`` with shape ``idx.shape + a.shape[1:]``, for an array or a row reader of this module.
+
+    For an array this is :func:`sgmc.models.base.take_rows`; for a :class:`RowSource` or
+    :class:`LaggedRows` only the rows ``idx`` are read, and they come back in ``xp`` (``dtype`` when given).
+    """
+    if not isinstance(a, _Rows):
+        flat = xp.reshape(idx, (-1,))
+        return xp.reshape(xp.take(a, flat, axis=0), tuple(idx.shape) + tuple(a.shape[1:]))
+    rows = a.take(backends.to_numpy(idx))
+    rows = np.reshape(rows, tuple(idx.shape) + tuple(a.shape[1:]))
+    return xp.asarray(rows) if dtype is None else xp.asarray(rows, dtype=dtype)
+
+
+def check_dtype(src: RowSource, kinds: str, what: str) -> None:
+    """Raise ``TypeError`` naming ``src.name`` unless its dtype's kind is in ``kinds`` (``"f"``, ``"iu"``, ...)."""
+    ok = src.dtype.kind in kinds and not (src.dtype.kind == "f" and src.dtype.itemsize < 4)
+    if not ok:
+        msg = f"`{src.name}` must hold {what}; got dtype {src.dtype}"
+        raise TypeError(msg)
+
+
+def check_finite_blocks(src: _Rows) -> None:
+    """One pass over ``src`` in blocks; ``ValueError`` naming the argument and the first non-finite row."""
+    for start, _, rows in src.blocks():
+        bad = ~np.isfinite(rows)
+        if bad.any():
+            first = start + int(np.argmax(bad.reshape(bad.shape[0], -1).any(axis=1)))
+            msg = f"`{src.name}` contains non-finite value(s) (NaN or inf), first in row {first}; clean the data first"
+            raise ValueError(msg)
+
+
+def refuse_backend(backend: Any, what: str) -> None:
+    """Models on data read from disk run on NumPy: refuse any other ``backend`` by name."""
+    if backend is not None and backends.get_backend(backend) is not backends.get_backend("numpy"):
+        msg = (f"`backend`={backend!r}: a model on data read from disk ({what}) runs on NumPy; load the data "
+               "into memory first to move it elsewhere")
+        raise ValueError(msg)
