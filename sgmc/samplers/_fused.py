@@ -9,7 +9,11 @@ the generalised linear models (:class:`~sgmc.models.LogisticRegression`,
 :class:`~sgmc.estimators.SVRG` estimator, :func:`sgmc.chains.run_chains` instead draws the random
 numbers of a block of iterations first and hands them, with the state, to the backend's native
 ``"glm_fused_block"`` (a compiled loop on NumPy with Numba), which runs the whole block. The twin that
-defines the result, :func:`twin_block`, runs the samplers' own ``step`` on the same numbers.
+defines the result, :func:`twin_block`, runs the samplers' own ``step`` on the same numbers. The
+Bayesian neural network (:class:`~sgmc.models.BayesianNeuralNetwork`) and BPMF
+(:class:`~sgmc.models.BPMF`) have natives of their own, ``"bnn_fused_block"`` and
+``"bpmf_fused_block"`` (:mod:`sgmc.backends._numba_fused_models`), for the same samplers and
+estimators; their blocks use the layout below unchanged (only the dimension ``d`` is the model's).
 
 Stream layout
 -------------
@@ -41,6 +45,8 @@ from .._dispatch import native
 from ..estimators.base import Minibatch
 from ..estimators.control_variates import SVRG, ControlVariate, SVRGState
 from ..models.glm import LinearRegression, LogisticRegression
+from ..models.bnn import BayesianNeuralNetwork
+from ..models.bpmf import BPMF
 from .base import StepInfo, add_costs
 from .hamiltonian import SGHMC, SGNHT
 from .langevin import SGLD
@@ -66,6 +72,24 @@ def _minibatch(estimator: Any) -> Any:
     return estimator if type(estimator) is Minibatch else estimator._mb
 
 
+#: The fused native of each model with one (the BNN's and BPMF's: see the module docstring).
+_NATIVE_OF = {LogisticRegression: "glm_fused_block", LinearRegression: "glm_fused_block",
+              BayesianNeuralNetwork: "bnn_fused_block", BPMF: "bpmf_fused_block"}
+
+
+def _model_spec(model: Any) -> dict:
+    """What the model's fused native needs to know of it: its data arrays and constants."""
+    if type(model) is BayesianNeuralNetwork:
+        return {"X": model.X, "labels": model.labels, "n_hidden": model.n_hidden, "n_classes": model.n_classes,
+                "hidden": model.hidden}
+    if type(model) is BPMF:
+        return {"users": model.users, "items": model.items, "ratings": model.ratings, "n_users": model.n_users,
+                "n_items": model.n_items, "d": model.d, "alpha": model.alpha, "mu0": model.mu0, "a0": model.a0,
+                "b0": model.b0}
+    return {"kind": model._native_kind, "X": model.X, "y": model.y,
+            "param": float(model._native_param or 1.0), "prior_var": model.prior_var}
+
+
 def plan(sampler: Any, estimator: Any, position: Array) -> "FusedPlan | None":
     """A :class:`FusedPlan` when the backend has the fused native and the combination is one it covers.
 
@@ -73,11 +97,11 @@ def plan(sampler: Any, estimator: Any, position: Array) -> "FusedPlan | None":
     """
     model = getattr(estimator, "model", None)
     if (type(sampler) not in (SGLD, SGHMC, SGNHT) or type(estimator) not in (Minibatch, ControlVariate, SVRG)
-            or type(model) not in (LogisticRegression, LinearRegression)):
+            or type(model) not in _NATIVE_OF):
         return None
-    if model.stream_rows is not None:   # X read from disk by rows (sgmc._blocks): no array to hand over
+    if getattr(model, "stream_rows", None) is not None:   # X read from disk by rows (sgmc._blocks): no array to hand over
         return None
-    fast = native(model.xp, "glm_fused_block")
+    fast = native(model.xp, _NATIVE_OF[type(model)])
     if fast is None or getattr(position, "ndim", 0) != 2 or position.dtype != model.xp.float64:
         return None
     if type(sampler) is SGHMC and not (sampler.noise_estimate is None or isinstance(sampler.noise_estimate, float)):
@@ -100,8 +124,7 @@ class FusedPlan:
         self._draw = _minibatch(estimator)._draw
         self._fast_draws = native(model.xp, "glm_fused_draws")
         self._resid = (None, None)  # a native's table for the control variate's centre, kept between blocks
-        self._spec_model = {"kind": model._native_kind, "X": model.X, "y": model.y,
-                            "param": float(model._native_param or 1.0), "prior_var": model.prior_var}
+        self._spec_model = _model_spec(model)
         name = {Minibatch: "minibatch", ControlVariate: "cv", SVRG: "svrg"}[type(estimator)]
         self._spec_est = {"name": name, "scale": estimator.scale, "update_every": getattr(estimator, "update_every", 0)}
         self._spec_smp = {"name": sampler.name}
