@@ -338,3 +338,113 @@ def test_state_draws_follow_their_conditional():
     assert np.all(np.abs(xs.mean(0) - mean) <= 4.5 * se_m)
     se_v = np.sqrt(2.0 / n) * var
     assert np.all(np.abs(xs.var(0) - var) <= 4.5 * se_v)
+
+
+# --------------------------------------------------------------------------------------------------
+# the fast forms against the reference forms they replace
+
+
+def _reference_filter(y, a, lam, sx2, sy2, p0, eta_mean, eta_var):
+    """The per-step filter of Eq. C.19 written out plainly, one series (floats), with its moments."""
+    T = len(y)
+    mf, Pf, ll = 0.0, p0, 0.0
+    mfs, Pfs, mps, Pps = [mf], [Pf], [], []
+    for t in range(T):
+        mp = a * mf + lam * eta_mean[t]
+        Pp = a * a * Pf + sx2 + lam * lam * eta_var[t]
+        S = Pp + sy2
+        ll -= 0.5 * (np.log(2 * np.pi) + np.log(S) + (y[t] - mp) ** 2 / S)
+        mf = mp + Pp / S * (y[t] - mp)
+        Pf = Pp * sy2 / S
+        mfs.append(mf), Pfs.append(Pf), mps.append(mp), Pps.append(Pp)
+    return ll, (mfs, Pfs, mps, Pps)
+
+
+def _reference_site(y, a, lam, sx2, sy2, p0, P, h):
+    """New site (P, h) of one series against the cavity (P, h) (T,) by filter, RTS smoother, Eq. C.20."""
+    m, v = h / P, 1.0 / P
+    ll, (mf, Pf, mp, Pp) = _reference_filter(y, a, lam, sx2, sy2, p0, m, v)
+    T = len(y)
+    ms, Ps = mf[T], Pf[T]
+    mean, var = np.zeros(T), np.zeros(T)
+    for t in range(T, 0, -1):
+        J = Pf[t - 1] * a / Pp[t - 1]
+        ms_prev = mf[t - 1] + J * (ms - mp[t - 1])
+        Ps_prev = Pf[t - 1] + J * J * (Ps - Pp[t - 1])
+        dm, dv = ms - a * ms_prev, Ps + a * a * Ps_prev - 2 * a * J * Ps
+        prec = 1 / v[t - 1] + lam * lam / sx2
+        g = lam / sx2 / prec
+        mean[t - 1] = m[t - 1] / v[t - 1] / prec + g * dm
+        var[t - 1] = 1 / prec + g * g * dv
+        ms, Ps = ms_prev, Ps_prev
+    return np.maximum(1 / var - P, 0.0), mean / var - h
+
+
+def test_fused_ep_step_equals_reference_per_datum_code():
+    """ep_step (one filter over all clusters, smoother on the drawn one) against the plain per-series
+    filter and smoother for F~_k of every cluster and the new site, through a whole sweep."""
+    model, y, par = _setup(a=0.7, T=7)
+    a, lam, sx2, sy2, p0 = par
+    K, alpha = 3, 0.7
+    state = ep_init(model, np.array([0, 2, 0, 1]), K)
+    gen = default_rng(8)
+    for i in range(4):
+        cav = _cavity(state, i, K)
+        want = np.array([_reference_filter(y[i], a[i], lam[i], sx2[i], sy2[i], p0[i], cav[1][k] / cav[0][k],
+                                           1.0 / cav[0][k])[0] for k in range(K)])
+        counts = np.asarray(state.counts) - np.eye(K)[int(state.z[i])]
+        logits = np.log(counts + alpha) + want
+        state, logp = ep_step(gen, model, state, i, alpha)
+        np.testing.assert_allclose(logp, logits - sp.logsumexp(logits), rtol=1e-12, atol=1e-12)
+        k = int(state.z[i])
+        site = _reference_site(y[i], a[i], lam[i], sx2[i], sy2[i], p0[i], cav[0][k], cav[1][k])
+        np.testing.assert_allclose(state.sites[0][i], site[0], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(state.sites[1][i], site[1], rtol=1e-10, atol=1e-12)
+
+
+def _shared_setup(T=4, a=0.8):
+    z = np.array([0, 1, 0, 0])
+    y, _, _ = simulate_timeseries(default_rng(6), z, T, 2, a=a, lam=0.9, sigma_x2=0.3, sigma_y2=0.5)
+    model = TimeSeriesClusterModel(y, a=a, lam=0.9, sigma_x2=0.3, sigma_y2=0.5, p0=1.5)
+    N = len(z)
+    return model, y, (np.full(N, a), np.full(N, 0.9), np.full(N, 0.3), np.full(N, 0.5), np.full(N, 1.5))
+
+
+@pytest.mark.parametrize("a", [0.8, -0.5, 0.0])
+def test_spectral_marginal_matches_dense_gaussian_and_kalman(a):
+    model, y, par = _shared_setup(a=a)
+    z = np.array([0, 2, 0, 0])  # cluster 1 empty
+    spec = collapsed_init(model, z, 3).spectral
+    assert spec is not None
+    got = spec.log_marginal(*spec.cluster_stats(z, 3))
+    kalman = cluster_log_marginal(model, z[None, :] == np.arange(3)[:, None])
+    np.testing.assert_allclose(got, kalman, rtol=1e-10, atol=1e-12)
+    for k in (0, 2):
+        mem = z == k
+        want = _dense_loglik(y[mem], np.zeros(mem.sum(), dtype=int), *(p[mem] for p in par), 1)
+        np.testing.assert_allclose(got[k], want, rtol=1e-10)
+    assert got[1] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_spectral_and_kalman_sweeps_agree_and_keep_the_posterior():
+    model, y, par = _shared_setup(T=3)
+    zs, p = _enumerate(y, par, 2, 1.0)
+    z0 = np.array([1, 0, 1, 1])
+    for i in range(4):
+        got = collapsed_conditional(model, collapsed_init(model, z0, 2), i, 1.0)
+        want = collapsed_conditional(model, collapsed_init(model, z0, 2, method="kalman"), i, 1.0)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-10)
+    gen = default_rng(9)
+    counts = np.zeros(len(zs))
+    for z in _starts(p, zs, 10):
+        counts[_index(zs, collapsed_sweep(gen, model, collapsed_init(model, z, 2)).z)] += 1
+    assert _chi2_pvalue(counts, p) > P_MIN
+
+
+def test_spectral_form_refuses_per_series_parameters():
+    model, _, _ = _setup()
+    with pytest.raises(ValueError, match="model"):
+        collapsed_init(model, np.array([0, 0, 1, 1]), 2, method="spectral")
+    with pytest.raises(ValueError, match="method"):
+        collapsed_init(model, np.array([0, 0, 1, 1]), 2, method="dense")

@@ -16,8 +16,10 @@ from .student_t_gibbs import (BlockedTState, NaiveTState, blocked_t_init, blocke
 from .timeseries import TimeSeriesClusterModel, simulate_timeseries
 from .timeseries_gibbs import (CollapsedTSState, NaiveTSState, cluster_log_marginal, collapsed_init,
                                collapsed_sweep, naive_init, naive_sweep)
+from .timeseries_marginal import SpectralMarginal
 
 __all__ = ["EPGibbsState", "ep_init", "ep_step", "ep_sweep", "ep_gibbs_sweep",
            "StudentTMixtureModel", "simulate_student_t", "NaiveTState", "BlockedTState", "naive_t_init",
            "naive_t_sweep", "blocked_t_init", "blocked_t_sweep", "TimeSeriesClusterModel", "simulate_timeseries", "cluster_log_marginal",
-           "NaiveTSState", "CollapsedTSState", "naive_init", "naive_sweep", "collapsed_init", "collapsed_sweep"]
+           "NaiveTSState", "CollapsedTSState", "naive_init", "naive_sweep", "collapsed_init", "collapsed_sweep",
+           "SpectralMarginal"]

@@ -16,7 +16,9 @@ exponential family with one site term ``f~_j`` per datum. One site update (App. 
 
 :func:`ep_sweep` does optional full EP passes without resampling, vectorised over all sites (parallel
 EP: every cavity from the current ``q``). A model supplies ``prior(K)``, ``log_predictive(cav, i)``
-(arrays with a leading cluster axis), ``tilted_site(cav, idx)`` (a leading site axis),
+(arrays with a leading cluster axis), ``tilted_site(cav, idx)`` (a leading site axis), optionally
+``predict_and_match(cav, i)`` (``log F~`` and a function of the drawn cluster giving the new site,
+sharing the work of the two),
 ``proper(q)`` (which approximations are proper distributions) and its data size ``n_data``; see :class:`~sgmc.clustering.timeseries.TimeSeriesClusterModel` and
 :class:`~sgmc.clustering.student_t.StudentTMixtureModel`. When every site is exactly in the family
 (Gaussian likelihoods under a normal-inverse-Wishart family, or independent time steps in the time
@@ -199,10 +201,15 @@ def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float) -> 
     if not bool(model.proper(tuple(xp.take(c, old, axis=0) for c in cav))[0]):
         return state._replace(skipped=state.skipped + 1), xp.full((K,), xp.nan, dtype=dtype, device=state.z.device)
     counts = state.counts - e_old[0, :]
-    logits = collapsed_log_prior(xp, counts, alpha) + model.log_predictive(cav, i)
+    if hasattr(model, "predict_and_match"):  # one pass serves F~ and the site of the drawn cluster
+        log_f, match = model.predict_and_match(cav, i)
+    else:
+        log_f = model.log_predictive(cav, i)
+        match = lambda k: model.tilted_site(tuple(xp.take(c, k, axis=0) for c in cav),  # noqa: E731
+                                            xp.asarray([i], device=state.z.device))
+    logits = collapsed_log_prior(xp, counts, alpha) + log_f
     new = draw_from_logits(rng, logits, xp)
-    cav_new = tuple(xp.take(c, new, axis=0) for c in cav)
-    site = model.tilted_site(cav_new, xp.asarray([i], device=state.z.device))
+    site = match(new)
     e_new = onehot(xp, new, K, dtype)
     q = tuple(c + xp.reshape(e_new, (K,) + (1,) * (c.ndim - 1)) * s for c, s in zip(cav, site))
     sel = xp.reshape(xp.arange(state.z.shape[0], device=state.z.device) == i, (-1,))

@@ -33,7 +33,7 @@ from typing import Any
 
 from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of, float_dtype
 
-__all__ = ["TimeSeriesClusterModel", "scalar_filter", "eta_moments", "simulate_timeseries"]
+__all__ = ["TimeSeriesClusterModel", "scalar_filter", "smoothed_differences", "eta_moments", "simulate_timeseries"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -75,53 +75,70 @@ def scalar_filter(xp: Any, y: Array, a: Array, lam: Array, sx2: Array, sy2: Arra
         (B, T) for predicted, only when ``keep``.
     """
     B, T = y.shape
-    mf = xp.zeros_like(p0)
-    Pf = p0
-    ll = xp.zeros_like(p0)
-    a2, lam2 = a * a, lam * lam
-    keep_mf, keep_Pf, keep_mp, keep_Pp = [mf], [Pf], [], []
+    # time-major (T, B) inputs of the predict step, so each step reads one contiguous row
+    drift = xp.permute_dims(lam[:, None] * eta_mean, (1, 0))
+    spread = xp.permute_dims(sx2[:, None] + (lam * lam)[:, None] * eta_var, (1, 0))
+    yt = xp.permute_dims(y, (1, 0))
+    a2 = a * a
+    mf, Pf = xp.zeros_like(p0), p0
+    mp_all, Pp_all, mf_all, Pf_all = [], [], [mf], [Pf]
     for t in range(T):
-        mp = a * mf + lam * eta_mean[:, t]
-        Pp = a2 * Pf + sx2 + lam2 * eta_var[:, t]
-        S = Pp + sy2
-        v = y[:, t] - mp
-        ll = ll - 0.5 * (_LOG_2PI + xp.log(S) + v * v / S)
-        K = Pp / S
-        mf = mp + K * v
-        Pf = Pp * sy2 / S
-        if keep:
-            keep_mp.append(mp)
-            keep_Pp.append(Pp)
-            keep_mf.append(mf)
-            keep_Pf.append(Pf)
+        mp = a * mf + drift[t, ...]
+        Pp = a2 * Pf + spread[t, ...]
+        gain = Pp / (Pp + sy2)
+        mf = mp + gain * (yt[t, ...] - mp)
+        Pf = gain * sy2
+        mp_all.append(mp)
+        Pp_all.append(Pp)
+        mf_all.append(mf)
+        Pf_all.append(Pf)
+    mp_all, Pp_all = xp.stack(mp_all, axis=1), xp.stack(Pp_all, axis=1)  # (B, T)
+    S = Pp_all + sy2[:, None]
+    v = y - mp_all
+    ll = -0.5 * xp.sum(_LOG_2PI + xp.log(S) + v * v / S, axis=1)
     if not keep:
         return ll, None
-    st = lambda lst: xp.stack(lst, axis=1)  # noqa: E731
-    return ll, (st(keep_mf), st(keep_Pf), st(keep_mp), st(keep_Pp))
+    return ll, (xp.stack(mf_all, axis=1), xp.stack(Pf_all, axis=1), mp_all, Pp_all)
+
+
+def smoothed_differences(xp: Any, a: Array, moments: tuple):
+    """Mean and variance (B, T) of ``d_t = x_t - a x_{t-1}`` under the RTS smoother of the filter
+    moments ``(mf, Pf, mp, Pp)`` returned by :func:`scalar_filter` with ``keep=True``."""
+    mf, Pf, mp, Pp = moments
+    T = mp.shape[1]
+    J = Pf[:, :T] * a[:, None] / Pp  # (B, T): gain from x_t's smoothed back to x_{t-1}
+    Jt, mft, Pft = (xp.permute_dims(v, (1, 0)) for v in (J, mf, Pf))
+    mpt, Ppt = xp.permute_dims(mp, (1, 0)), xp.permute_dims(Pp, (1, 0))
+    ms, Ps = mft[T, ...], Pft[T, ...]
+    ms_all, Ps_all = [ms], [Ps]
+    for t in range(T, 0, -1):
+        Jk = Jt[t - 1, ...]
+        ms = mft[t - 1, ...] + Jk * (ms - mpt[t - 1, ...])
+        Ps = Pft[t - 1, ...] + Jk * Jk * (Ps - Ppt[t - 1, ...])
+        ms_all.append(ms)
+        Ps_all.append(Ps)
+    ms = xp.stack(ms_all[::-1], axis=1)  # (B, T + 1), index 0 is x_0
+    Ps = xp.stack(Ps_all[::-1], axis=1)
+    a_ = a[:, None]
+    d_mean = ms[:, 1:] - a_ * ms[:, :T]
+    d_var = Ps[:, 1:] + a_ * a_ * Ps[:, :T] - 2.0 * a_ * J * Ps[:, 1:]
+    return d_mean, d_var
 
 
 def eta_moments(xp: Any, y: Array, a: Array, lam: Array, sx2: Array, sy2: Array, p0: Array,
-                eta_mean: Array, eta_var: Array):
+                eta_mean: Array, eta_var: Array, moments: tuple | None = None):
     """Tilted marginal means and variances of ``eta_t`` (Eq. C.20), arrays (B, T), and ``log F~`` (B,).
 
-    Arguments as :func:`scalar_filter`. The RTS smoother of the filter with ``eta`` integrated gives
-    the smoothed pairs ``(x_{t-1}, x_t)``; ``eta_t`` given the pair is Gaussian with precision
-    ``1/v_t + lam^2/sx2`` and mean ``(m_t/v_t + lam d_t/sx2)/precision``, ``d_t = x_t - a x_{t-1}``.
+    Arguments as :func:`scalar_filter` (``moments``, if given, are its kept moments for these
+    inputs and the filter is not rerun; the log-likelihood is then returned as None). The RTS
+    smoother of the filter with ``eta`` integrated gives the smoothed pairs ``(x_{t-1}, x_t)``;
+    ``eta_t`` given the pair is Gaussian with precision ``1/v_t + lam^2/sx2`` and mean
+    ``(m_t/v_t + lam d_t/sx2)/precision``, ``d_t = x_t - a x_{t-1}``.
     """
-    ll, (mf, Pf, mp, Pp) = scalar_filter(xp, y, a, lam, sx2, sy2, p0, eta_mean, eta_var, keep=True)
-    T = y.shape[1]
-    ms, Ps = mf[:, T], Pf[:, T]
-    d_mean, d_var = [], []
-    for t in range(T, 0, -1):  # pair (x_{t-1}, x_t); predicted index t-1 is x_t's prediction
-        J = Pf[:, t - 1] * a / Pp[:, t - 1]
-        ms_prev = mf[:, t - 1] + J * (ms - mp[:, t - 1])
-        Ps_prev = Pf[:, t - 1] + J * J * (Ps - Pp[:, t - 1])
-        cross = J * Ps
-        d_mean.append(ms - a * ms_prev)
-        d_var.append(Ps + a * a * Ps_prev - 2.0 * a * cross)
-        ms, Ps = ms_prev, Ps_prev
-    d_mean = xp.stack(d_mean[::-1], axis=1)
-    d_var = xp.stack(d_var[::-1], axis=1)
+    ll = None
+    if moments is None:
+        ll, moments = scalar_filter(xp, y, a, lam, sx2, sy2, p0, eta_mean, eta_var, keep=True)
+    d_mean, d_var = smoothed_differences(xp, a, moments)
     prec = 1.0 / eta_var + (lam * lam / sx2)[:, None]
     gain = (lam / sx2)[:, None] / prec
     mean = (eta_mean / eta_var) / prec + gain * d_mean
@@ -194,15 +211,37 @@ class TimeSeriesClusterModel:
         ll, _ = scalar_filter(xp, y, a, lam, sx2, sy2, p0, h / P, 1.0 / P)
         return ll
 
+    def predict_and_match(self, cav: tuple, i: int):
+        """``log F~_k`` (K,) for series ``i`` and a function of the drawn cluster (a (1,) int array)
+        giving its new site: one filter over all ``K`` cavities serves both (the smoother then runs
+        on the drawn cluster's row only). Equals :meth:`log_predictive` then :meth:`tilted_site`."""
+        xp = self.xp
+        P, h = cav
+        K = P.shape[0]
+        idx = xp.full((K,), i, dtype=xp.int64, device=self.device)
+        y, a, lam, sx2, sy2, p0 = self._rows(idx)
+        mean, var = h / P, 1.0 / P
+        ll, moments = scalar_filter(xp, y, a, lam, sx2, sy2, p0, mean, var, keep=True)
+
+        def match(k: Array) -> tuple:
+            row = lambda v: xp.take(v, k, axis=0)  # noqa: E731
+            m, v = row(mean), row(var)
+            em, ev, _ = eta_moments(xp, row(y), row(a), row(lam), row(sx2), row(sy2), row(p0), m, v,
+                                    moments=tuple(row(x) for x in moments))
+            return self._site(em, ev, row(P), row(h))
+
+        return ll, match
+
+    def _site(self, mean, var, P, h):
+        return self.xp.clip(1.0 / var - P, min=0.0), mean / var - h
+
     def tilted_site(self, cav: tuple, idx: Array) -> tuple:
         """New sites ``(P, h)`` (B, T) of series ``idx`` (B,) by moment matching against cavities (B, T)."""
         xp = self.xp
         P, h = cav
         y, a, lam, sx2, sy2, p0 = self._rows(idx)
         mean, var, _ = eta_moments(xp, y, a, lam, sx2, sy2, p0, h / P, 1.0 / P)
-        site_P = xp.clip(1.0 / var - P, min=0.0)
-        site_h = mean / var - h
-        return site_P, site_h
+        return self._site(mean, var, P, h)
 
     def proper(self, q: tuple) -> Array:
         """Whether each diagonal Gaussian (leading axis) has positive precisions."""

@@ -10,7 +10,10 @@
   where the series of one cluster form a linear Gaussian model with ``A = diag(a)``,
   ``Q = sigma_x^2 I + lambda lambda^T`` (Eq. C.13), evaluated by :func:`sgmc.ssm.kalman_loglik`
   in O(T N_k^3); all clusters go in one batch, padded to the largest by decoupled unit series whose
-  known log-likelihood is subtracted.
+  known log-likelihood is subtracted. Per datum only ``K`` marginals are new (the ``K - 1`` other
+  clusters with ``i`` added, the current one without it); the rest are the state's. When every series
+  shares its parameters the same marginals cost O(T) per cluster by the spectral form of
+  :mod:`sgmc.clustering.timeseries_marginal` (``method="auto"`` picks it then).
 
 Both target the exact posterior (of ``(z, x, eta)`` and of ``z`` respectively).
 """
@@ -25,6 +28,7 @@ from .._validation import check_int, check_positive
 from ..ssm import kalman_loglik
 from .ep_gibbs import check_assignments, collapsed_log_prior, draw_from_logits, onehot
 from .timeseries import TimeSeriesClusterModel, scalar_filter
+from .timeseries_marginal import SpectralMarginal, shared_parameters
 
 __all__ = ["NaiveTSState", "CollapsedTSState", "cluster_log_marginal", "naive_init", "naive_sweep",
            "collapsed_init", "collapsed_sweep", "sample_states", "sample_eta"]
@@ -42,6 +46,7 @@ class CollapsedTSState(NamedTuple):
     z: Array
     counts: Array
     cluster_ll: Array  # (K,) log p(y_{C_k})
+    spectral: Any = None  # SpectralMarginal when the O(T) form is used, else None (Kalman form)
 
 
 def cluster_log_marginal(model: TimeSeriesClusterModel, members: Array) -> Array:
@@ -77,32 +82,81 @@ def _members(xp, z, K):
     return z[None, :] == xp.arange(K, device=z.device)[:, None]  # (K, N)
 
 
-def collapsed_init(model: TimeSeriesClusterModel, z: Any, K: int) -> CollapsedTSState:
-    """State of the exact collapsed sampler for assignments ``z`` (N,) and ``K`` clusters."""
+def collapsed_init(model: TimeSeriesClusterModel, z: Any, K: int, method: str = "auto") -> CollapsedTSState:
+    """State of the exact collapsed sampler for assignments ``z`` (N,) and ``K`` clusters.
+
+    ``method`` is ``"kalman"`` (the joint Kalman filter, any parameters), ``"spectral"`` (O(T) per
+    cluster, series sharing their parameters) or ``"auto"`` (spectral where it applies).
+    """
     K = check_int(K, "K", minimum=1)
+    if method not in ("auto", "kalman", "spectral"):
+        msg = f"`method` must be 'auto', 'kalman' or 'spectral'; got {method!r}"
+        raise ValueError(msg)
     xp = model.xp
     z = check_assignments(xp, z, model.n_data, K, device=model.device)
     counts = xp.sum(onehot(xp, z, K, model.dtype), axis=0)
+    if method == "spectral" or (method == "auto" and shared_parameters(model)):
+        spec = SpectralMarginal(model)
+        return CollapsedTSState(z, counts, spec.log_marginal(*spec.cluster_stats(z, K)), spec)
     return CollapsedTSState(z, counts, cluster_log_marginal(model, _members(xp, z, K)))
 
 
 def collapsed_conditional(model: TimeSeriesClusterModel, state: CollapsedTSState, i: int, alpha: float):
-    """Unnormalised ``log p(z_i = k | z_-i, y)`` (K,) and ``log p(y_{C_k - i})`` (K,)."""
+    """Unnormalised ``log p(z_i = k | z_-i, y)`` (K,), ``log p(y_{C_k - i})`` (K,), ``log p(y_{C_k + i})`` (K,)
+    and the counts without ``i`` (K,).
+
+    In the Kalman form only ``K`` marginals are computed: ``C_k + i`` for the clusters ``i`` is not
+    in and ``C_k - i`` for its own; the others are ``state.cluster_ll``.
+    """
     xp = model.xp
     K = state.counts.shape[0]
+    if state.spectral is not None:
+        spec = state.spectral
+        G, C, n = spec.cluster_stats(state.z, K)
+        own = xp.astype(state.z[i : i + 1] == xp.arange(K, device=model.device), model.dtype)
+        G, C, n = G - own[:, None] * spec.g[i : i + 1, :], C - own * spec.c[i : i + 1], n - own
+        ll_without = spec.log_marginal(G, C, n)
+        ll_with = spec.log_marginal(G + spec.g[i : i + 1, :], C + spec.c[i : i + 1], n + 1.0)
+        return collapsed_log_prior(xp, n, alpha) + ll_with - ll_without, ll_without, ll_with, n
     mem = _members(xp, state.z, K)
     me = xp.arange(model.n_data, device=model.device) == i
-    without = mem & ~me[None, :]
-    with_i = without | me[None, :]
-    ll = cluster_log_marginal(model, xp.concat([without, with_i], axis=0))
-    ll_without, ll_with = ll[:K], ll[K:]
-    counts = state.counts - onehot(xp, state.z[i : i + 1], K, model.dtype)[0, :]
+    own = state.z[i : i + 1] == xp.arange(K, device=model.device)  # (K,)
+    changed = xp.where(own[:, None], mem & ~me[None, :], mem | me[None, :])
+    ll = cluster_log_marginal(model, changed)
+    ll_without = xp.where(own, ll, state.cluster_ll)
+    ll_with = xp.where(own, state.cluster_ll, ll)
+    counts = state.counts - xp.astype(own, model.dtype)
     return collapsed_log_prior(xp, counts, alpha) + ll_with - ll_without, ll_without, ll_with, counts
 
 
+def _spectral_sweep(rng, model, state, alpha):
+    xp = model.xp
+    spec = state.spectral
+    K = state.counts.shape[0]
+    G, C, n = spec.cluster_stats(state.z, K)
+    z = state.z
+    ar = xp.arange(model.n_data, device=model.device)
+    lp = spec.log_marginal(G, C, n)
+    for i in range(model.n_data):
+        gi, ci = spec.g[i : i + 1, :], spec.c[i : i + 1]
+        own = xp.astype(z[i : i + 1] == xp.arange(K, device=model.device), model.dtype)  # (K,)
+        G, C, n = G - own[:, None] * gi, C - own * ci, n - own
+        lp_without = spec.log_marginal(G, C, n)
+        lp_with = spec.log_marginal(G + gi, C + ci, n + 1.0)
+        new = draw_from_logits(rng, collapsed_log_prior(xp, n, alpha) + lp_with - lp_without)
+        e = onehot(xp, new, K, model.dtype)[0, :]
+        G, C, n = G + e[:, None] * gi, C + e * ci, n + e
+        lp = xp.where(e > 0, lp_with, lp_without)
+        z = xp.where(ar == i, new, z)
+    return CollapsedTSState(z, n, lp, spec)
+
+
 def collapsed_sweep(rng: Any, model: TimeSeriesClusterModel, state: CollapsedTSState, alpha: float = 1.0) -> CollapsedTSState:
-    """One sweep of the exact collapsed Gibbs sampler over all series."""
+    """One sweep of the exact collapsed Gibbs sampler over all series (spectral or Kalman form, as
+    chosen by :func:`collapsed_init`)."""
     alpha = check_positive(alpha, "alpha")
+    if state.spectral is not None:
+        return _spectral_sweep(rng, model, state, alpha)
     xp = model.xp
     K = state.counts.shape[0]
     ar = xp.arange(model.n_data, device=model.device)
