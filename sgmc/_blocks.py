@@ -24,7 +24,7 @@ import numpy as np
 from . import backends
 
 __all__ = ["RowSource", "LaggedRows", "is_out_of_core", "row_blocks", "out_of_core_design", "take",
-           "check_dtype", "check_finite_blocks", "refuse_backend", "DEFAULT_BLOCK_BYTES"]
+           "check_dtype", "check_finite_blocks", "refuse_backend", "to_memory", "DEFAULT_BLOCK_BYTES"]
 
 #: Bytes of data a full pass holds at once (rows per block = this / bytes per row).
 DEFAULT_BLOCK_BYTES = 4 * 2**20
@@ -232,9 +232,7 @@ def out_of_core_design(X: Any, y: Any, *, backend: Any = None) -> tuple[Any, Row
     if src.dtype.kind != "f" or src.dtype.itemsize < 4:
         msg = f"`X` must hold float32 or float64 values; got {src.dtype}"
         raise TypeError(msg)
-    if _kind(y) == "dask":
-        y = y.compute()
-    y = np.asarray(y, dtype=src.dtype)
+    y = np.asarray(to_memory(y), dtype=src.dtype)
     if y.ndim != 1 or y.shape[0] != src.shape[0]:
         msg = f"`y` must be 1-D with {src.shape[0]} entries to match `X`; got shape {tuple(y.shape)}"
         raise ValueError(msg)
@@ -328,3 +326,15 @@ def refuse_backend(backend: Any, what: str) -> None:
         msg = (f"`backend`={backend!r}: a model on data read from disk ({what}) runs on NumPy; load the data "
                "into memory first to move it elsewhere")
         raise ValueError(msg)
+
+
+def to_memory(a: Any) -> Any:
+    """A NumPy copy of a small memmap, zarr or Dask array (labels, responses); other values unchanged."""
+    kind = _kind(a)
+    if kind == "dask":
+        return np.asarray(a.compute())
+    if kind == "zarr":
+        return np.asarray(a[...])
+    if kind == "memmap":
+        return np.array(a)          # a copy: the map is not kept
+    return a

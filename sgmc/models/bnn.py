@@ -30,6 +30,10 @@ last 4                      s            log(lambda_B, lambda_b, lambda_A, lambd
 so ``dim = D H + H + H K + K + 4`` (79,514 for 784-100-10). Gradients are analytic and batched over
 chains (back-propagation written with array-API matrix products): a minibatch gradient gathers the
 rows once and never forms the per-datum gradients.
+
+``X`` may stay on disk (a :class:`numpy.memmap`, zarr or Dask array, :mod:`sgmc._blocks`): a minibatch
+reads only its rows, and the full-data passes (the control-variate centre, SVRG's snapshots) go
+through the rows in blocks; the labels are read into memory.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ import math
 from typing import Any
 
 from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of
+from .._blocks import (RowSource, check_dtype, check_finite_blocks, is_out_of_core, refuse_backend, row_blocks, take,
+                       to_memory)
 from .._param_names import block_names, check_param_names
 from .._validation import check_choice, check_int
 from .base import Model, as_data_array, on_backend, take_rows
@@ -58,7 +64,8 @@ class BayesianNeuralNetwork(Model):
     Parameters
     ----------
     X : array (N, n_inputs)
-        Inputs (for images, pixels scaled to [0, 1]).
+        Inputs (for images, pixels scaled to [0, 1]); a :class:`numpy.memmap`, zarr or Dask array of
+        float32 or float64 stays on disk and is read by rows (``docs/big-data.md``).
     y : array (N,)
         Integer class labels in ``0, ..., n_classes - 1``.
     n_hidden : int, default 100
@@ -90,19 +97,31 @@ class BayesianNeuralNetwork(Model):
 
     def __init__(self, X: Any, y: Any, n_hidden: int = 100, n_classes: int | None = None, *,
                  hidden: str = "softmax", backend: Any = None, param_names: Any = None):
-        X = as_data_array(X, "X")
-        y = as_data_array(y, "y")
-        X, y = on_backend(backend, X, y)
-        xp = array_namespace(X, y, names=("X", "y"))
+        on_disk = is_out_of_core(X)
+        if on_disk:  # rows read when needed (sgmc._blocks); the labels come into memory
+            refuse_backend(backend, f"`X` a {type(X).__name__}")
+            X = X if isinstance(X, RowSource) else RowSource(X, "X")
+            check_dtype(X, "f", "float32 or float64 values")
+            y = as_data_array(to_memory(y), "y")
+            xp = array_namespace(y, names=("y",))
+        else:
+            X = as_data_array(X, "X")
+            y = as_data_array(y, "y")
+            X, y = on_backend(backend, X, y)
+            xp = array_namespace(X, y, names=("X", "y"))
         if X.ndim != 2 or X.shape[0] == 0:
             msg = f"`X` must be 2-D (n_data, n_inputs) with at least one row; got shape {tuple(X.shape)}"
             raise ValueError(msg)
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             msg = f"`y` must be 1-D with {X.shape[0]} labels to match `X`; got shape {tuple(y.shape)}"
             raise ValueError(msg)
-        dtype = X.dtype if xp.isdtype(X.dtype, "real floating") else xp.float64
-        X = as_float_array(xp, X, dtype, "X")
-        check_finite(xp, X, "X")
+        if on_disk:
+            dtype = xp.float64 if X.dtype.itemsize == 8 else xp.float32
+            check_finite_blocks(X)
+        else:
+            dtype = X.dtype if xp.isdtype(X.dtype, "real floating") else xp.float64
+            X = as_float_array(xp, X, dtype, "X")
+            check_finite(xp, X, "X")
         labels = xp.astype(y, xp.int64) if not xp.isdtype(y.dtype, "real floating") else None
         if labels is None or not bool(xp.all(xp.astype(labels, y.dtype) == y)):
             msg = f"`y` must hold integer class labels; got dtype {y.dtype}"
@@ -118,14 +137,20 @@ class BayesianNeuralNetwork(Model):
         self.hidden = check_choice(hidden, "hidden", _HIDDEN)
         D, H, K = self.n_inputs, self.n_hidden, self.n_classes
         self.sizes = (D * H, H, H * K, K)
-        super().__init__(X.shape[0], sum(self.sizes) + 4, xp, dtype, device=device_of(X))
+        super().__init__(X.shape[0], sum(self.sizes) + 4, xp, dtype, device=device_of(labels))
         if param_names is None:
             param_names = block_names([("B", (D, H)), ("b", (H,)), ("A", (H, K)), ("a", (K,)), ("log_lambda_B", ()),
                                        ("log_lambda_b", ()), ("log_lambda_A", ()), ("log_lambda_a", ())])
         self.param_names = check_param_names(param_names, self.dim)
         self.X = X
         self.labels = labels
-        self.Y = self._one_hot(labels)
+        # one-hot labels: N x K numbers in memory, or made per minibatch for data on disk
+        self.Y = None if on_disk else self._one_hot(labels)
+
+    @property
+    def stream_rows(self) -> int | None:
+        """Rows per block of a full pass over ``X`` read from disk (``None`` for data in memory)."""
+        return self.X.block_rows if isinstance(self.X, RowSource) else None
 
     # -- layout ---------------------------------------------------------------------------------
     def _one_hot(self, labels: Array) -> Array:
@@ -203,9 +228,20 @@ class BayesianNeuralNetwork(Model):
         return z, _log_softmax(self.xp, z @ A + a[..., None, :]), (A,)
 
     def _rows(self, idx: Array | None) -> tuple[Array, Array]:
+        if isinstance(self.X, RowSource):  # data on disk: read the rows idx only
+            return take(self.xp, self.X, idx, self.dtype), self._one_hot(take_rows(self.xp, self.labels, idx))
         if idx is None:
             return self.X, self.Y[None, ...]
         return take_rows(self.xp, self.X, idx), take_rows(self.xp, self.Y, idx)
+
+    def _streamed(self, theta: Array, fn: Any, weights: Array | None = None) -> list:
+        """``fn(theta, idx, w)`` over blocks of the rows of ``X`` on disk (a full-data pass), as a list."""
+        xp, chains = self.xp, theta.shape[0]
+        parts = []
+        for start, stop in row_blocks(self.n_data, max(1, self.X.block_rows // chains)):
+            idx = xp.broadcast_to(xp.arange(start, stop, dtype=xp.int64)[None, :], (chains, stop - start))
+            parts.append(fn(theta, idx, None if weights is None else weights[..., start:stop]))
+        return parts
 
     def predict_proba(self, theta: Array, X: Array) -> Array:
         """Class probabilities beta(theta, x) for the rows of ``X`` (n, n_inputs): shape (chains, n, K)."""
@@ -213,6 +249,8 @@ class BayesianNeuralNetwork(Model):
         return self.xp.exp(self._forward(theta, X)[1])
 
     def log_lik(self, theta: Array, idx: Array | None = None) -> Array:
+        if idx is None and isinstance(self.X, RowSource):
+            return self.xp.concat(self._streamed(theta, lambda t, i, w: self.log_lik(t, i)), axis=1)
         Xb, Yb = self._rows(idx)
         return self.xp.sum(Yb * self._forward(theta, Xb)[1], axis=-1)
 
@@ -245,13 +283,21 @@ class BayesianNeuralNetwork(Model):
 
     def grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
         """Per-datum gradients (chains, batch, dim); memory ``batch * dim`` per chain (small problems, tests)."""
+        if idx is None and isinstance(self.X, RowSource):
+            return self.xp.concat(self._streamed(theta, lambda t, i, w: self.grad_log_lik(t, i)), axis=1)
         Xb, Yb = self._rows(idx)
         return self._backward(theta, Xb, Yb, None, True)
 
     def grad_log_lik_sum(self, theta: Array, idx: Array | None = None, weights: Array | None = None) -> Array:
-        Xb, Yb = self._rows(idx)
         if weights is not None and idx is None:
             weights = weights[None, ...] if weights.ndim == 1 else weights
+        if idx is None and isinstance(self.X, RowSource):  # a full pass over X on disk, block by block
+            parts = self._streamed(theta, self.grad_log_lik_sum, weights)
+            out = parts[0]
+            for p in parts[1:]:
+                out = out + p
+            return out
+        Xb, Yb = self._rows(idx)
         return self._backward(theta, Xb, Yb, weights, False)
 
     def grad_log_lik_diff_sum(self, theta: Array, centre: Array, idx: Array, weights: Array | None = None) -> Array:
