@@ -16,7 +16,8 @@ in the NumPy backend's ``native`` table under that function's name (:func:`sgmc.
 * ``"resample_systematic"``, ``"resample_stratified"``: the running sum and the counts in one pass,
   the ancestors in a second (marks and a running maximum, no data-dependent branch);
   ``"resample_multinomial"``: the sorted uniforms (the twin's O(N) order statistics, no sort) merged
-  against the running sum in one linear pass. Residual resampling keeps NumPy's path.
+  against the running sum in one linear pass; ``"resample_residual"``: the floors in one pass, the
+  remaining draws' sorted uniforms merged against the running sum of the fractional parts in a second.
 * ``"bpmf_grad_log_lik_sum"`` and ``"bpmf_grad_log_lik_diff_sum"``: the minibatch gradient sums of
   :class:`sgmc.models.BPMF`, the gather of the U and V rows, their products and the scatter-add of
   the rows' gradients in one pass over the ratings (the twin gathers, multiplies and scatters in
@@ -38,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _numba_fused, _numba_fused_models, _numba_ssm, _numba_stein
+from . import _numba_fused, _numba_ssm, _numba_stein
 from ._native_switch import ON as _ON
 from ._native_switch import available, set_enabled
 from ._numba_stein import STEIN_MAX_DIM
@@ -210,17 +211,30 @@ def resample_stratified(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     return out
 
 
-def sorted_uniforms(u: np.ndarray) -> np.ndarray:
+def sorted_uniforms(u: np.ndarray, r_count: np.ndarray | None = None, extra: int = 0) -> np.ndarray:
     """The twin's order statistics (:func:`sgmc.ssm.resampling.sorted_uniforms`), NumPy's same operations.
 
     ``exp`` of the reversed running sum of ``log(1 - u_k) / k``: the same ufuncs in the same order as
-    the twin, so the same values to the last bit; no sort.
+    the twin, so the same values to the last bit; no sort. With ``r_count`` (batch,) only the first
+    ``max(r_count)`` columns are computed, and entries past ``r_count[b]`` of row ``b`` are left
+    undefined (the twin sets them to 2; the merge never reads them). ``extra`` columns are appended,
+    uninitialised (C-contiguous result).
     """
+    if r_count is not None:
+        top = int(r_count.max()) if r_count.size else 0
+        u = u[:, :top]
     n = u.shape[1]
+    k = np.arange(1, n + 1, dtype=np.float64)
     terms = np.log(1.0 - u)
-    terms /= np.arange(1, n + 1, dtype=np.float64)
+    terms /= k
+    if r_count is not None and r_count.size > 1:
+        terms[k[None, :] > r_count[:, None]] = 0.0  # the twin's zero terms: the valid sums are unchanged
     rev = np.cumsum(terms[:, ::-1], axis=1)[:, ::-1]
-    return np.exp(rev, out=rev)
+    if not extra:
+        return np.exp(rev, out=rev)
+    out = np.empty((u.shape[0], n + extra))
+    np.exp(rev, out=out[:, :n])
+    return out
 
 
 def resample_multinomial(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -239,6 +253,32 @@ def resample_multinomial(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     return out
 
 
+def resample_residual(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Native twin of :func:`sgmc.ssm.resampling.residual_ancestors`: two compiled passes per row.
+
+    The first pass counts the random offspring ``R`` (N minus the sum of the floors of ``N W_i``);
+    the order statistics of the first ``R`` uniforms come from :func:`sorted_uniforms` (the twin's
+    operations, on ``R`` columns instead of N); the second pass adds up the floors and merges the
+    sorted uniforms against the running sum of the fractional parts, writing the ancestors. The
+    scale ``N / sum w`` is NumPy's sum, as in the twin, so the floors are the same integers.
+    """
+    got = _rows(weights, u, True)
+    if got is None:
+        return NotImplemented
+    w, uu = got
+    batch, n = w.shape
+    k = _jit()
+    scale = float(n) / w.sum(axis=1)
+    r_count = np.empty(batch, dtype=np.int64)
+    frac_sum = np.empty(batch)
+    k.residual_sizes(w, scale, r_count, frac_sum)
+    s = sorted_uniforms(uu, r_count, extra=1)  # one column more, for the merge's sentinel
+    out = np.empty(w.shape, dtype=np.int64)
+    k.residual(w, scale, s, r_count, frac_sum, out, np.empty(n + 1, dtype=np.int64), np.empty(n + 1),
+               np.empty(n + 1, dtype=np.int64))
+    return out
+
+
 def natives() -> dict:
     """The native table entries this module provides (empty when Numba is missing or disabled).
 
@@ -250,7 +290,6 @@ def natives() -> dict:
     return {
         **_numba_ssm.natives(),  # "hmm_messages", "kalman_stats": the exact recursions of sgmc.ssm
         **_numba_fused.natives(_ON),  # "glm_fused_block": blocks of GLM sampler iterations (sgmc.samplers._fused)
-        **_numba_fused_models.natives(_ON),  # "bnn_fused_block", "bpmf_fused_block": the same for the BNN and BPMF
         "glm_grad_log_lik_sum": glm_grad_log_lik_sum,
         "glm_grad_log_lik_diff_sum": glm_grad_log_lik_diff_sum,
         "stein_row_sums": _numba_stein.stein_row_sums,
@@ -259,4 +298,5 @@ def natives() -> dict:
         "resample_systematic": resample_systematic,
         "resample_stratified": resample_stratified,
         "resample_multinomial": resample_multinomial,
+        "resample_residual": resample_residual,
     }

@@ -203,7 +203,8 @@ def multinomial(weights, s, out, cdf):
     sum over N), the twin's counts read the other way round; both sequences only increase, so one
     pass over each suffices (``particles`` merges likewise). A slot past every cdf gets N, as in the twin.
     The merge has no data-dependent branch: each step either moves to the next particle or writes the
-    slot and moves to the next slot (``cdf`` is scratch of N + 1 entries, the last a sentinel).
+    slot and moves to the next slot (``cdf`` is scratch of N + 1 entries, the last a sentinel). The
+    two halves of the slots are merged in one loop, the second from its binary-searched particle.
     """
     batch, n = weights.shape
     cdf[n] = np.inf
@@ -216,13 +217,40 @@ def multinomial(weights, s, out, cdf):
         for i in range(n):
             acc += weights[b, i]
             cdf[i] = _scaled(acc, scale, i, n) / n
-        i = 0
-        k = 0
-        while k < n:
-            t = cdf[i] <= s[b, k]
-            out[b, k] = i
-            i += t
-            k += 1 - t
+        # Two merges run interleaved (independent chains, so the core overlaps their latencies): the
+        # slots below h from the first particle, those from h on from i0 = #{i : cdf_i <= s_h}.
+        h = n // 2 if n >= 64 else 0
+        i0 = 0
+        if h > 0:
+            lo, hi, x = 0, n, s[b, h]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if cdf[mid] <= x:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            i0 = lo
+        i1, k1 = 0, 0
+        i2, k2 = i0, h
+        while k1 < h and k2 < n:
+            t1 = cdf[i1] <= s[b, k1]  # i1 stops at i0: cdf[i0] > s[h] >= s[k1]
+            out[b, k1] = i1
+            i1 += t1
+            k1 += 1 - t1
+            t2 = cdf[i2] <= s[b, k2]
+            out[b, k2] = i2
+            i2 += t2
+            k2 += 1 - t2
+        while k1 < h:
+            t1 = cdf[i1] <= s[b, k1]
+            out[b, k1] = i1
+            i1 += t1
+            k1 += 1 - t1
+        while k2 < n:
+            t2 = cdf[i2] <= s[b, k2]
+            out[b, k2] = i2
+            i2 += t2
+            k2 += 1 - t2
 
 
 @nb.njit(**_OPTS)
@@ -252,3 +280,112 @@ def stratified(weights, u, out, mark):
             mark[prev] = i
             prev = c
         _fill(out, b, mark, n)
+
+
+@nb.njit(**_OPTS)
+def residual_sizes(weights, scale, r_count, frac_sum):
+    """Residual resampling, first pass: the number ``R`` of random offspring of each row.
+
+    ``N W_i = weights[b, i] * scale[b]`` (``scale`` the twin's ``N / sum w``, summed by NumPy); the
+    floors add up in float64 as the twin's running sum does, clipped to [0, N]: ``R = N - sum floor``.
+    ``frac_sum[b]`` is the running sum of the fractional parts, the twin's ``cf[:, -1]``.
+    """
+    batch, n = weights.shape
+    for b in range(batch):
+        sb = scale[b]
+        det = 0.0
+        tot = 0.0
+        for i in range(n):
+            v = weights[b, i] * sb
+            fl = math.floor(v)
+            det += fl
+            tot += v - fl
+        d = int(det) if det < n else n
+        d = d if d > 0 else 0  # NaN or infinite weights: never more than N random offspring
+        r_count[b] = n - d
+        frac_sum[b] = tot
+
+
+@nb.njit(**_OPTS)
+def residual(weights, scale, s, r_count, frac_sum, out, dc, c01, mark):
+    """Residual resampling, second pass: the floors and the merge of the sorted uniforms, per row.
+
+    With ``v_i = N W_i``, the cumulative counts are ``C_i = sum_{j<=i} floor(v_j) + #{k < R : s_k <
+    cf_i / cf_{N-1}}``, ``cf`` the running sum of the fractional parts (the twin's
+    :func:`sgmc.ssm.resampling.residual_counts`, in the same order of operations; ``frac_sum`` from
+    :func:`residual_sizes`). A first loop
+    writes the floors' running sum ``dc`` and ``c01 = cf / cf_{N-1}``; the merge then walks the
+    particles and the sorted uniforms ``s[b, :R]`` (both only increase) with no data-dependent
+    branch: each step either takes a uniform or closes a particle's count and marks its first slot
+    (``s[b, R]`` is set to infinity as a sentinel, so ``s`` has at least ``R + 1`` columns); the
+    two halves of the particles are merged in one loop, the second from its binary-searched start. The
+    slots are filled from the marks as in :func:`systematic`; slots past ``C_{N-1}`` get N, as in the
+    twin. ``dc``, ``c01`` and ``mark`` are scratch of N + 1 entries.
+    """
+    batch, n = weights.shape
+    for b in range(batch):
+        sb = scale[b]
+        tot = frac_sum[b]
+        det = 0.0
+        cf = 0.0
+        for i in range(n):
+            v = weights[b, i] * sb
+            fl = math.floor(v)
+            det += fl
+            cf += v - fl
+            c01[i] = cf / tot if tot > 0.0 else 1.0
+            d = int(det) if det < n else n
+            dc[i] = d if d > 0 else 0  # NaN or infinite weights: counts stay in [0, N]
+        rb = r_count[b]
+        s[b, rb] = np.inf
+        mark[: n + 1] = 0
+        # Two merges run interleaved (independent chains, so the core overlaps their latencies): the
+        # particles below h from the first uniform, those from h on from j0 = #{k : s_k < c01[h-1]}.
+        h = n // 2 if n >= 64 else 0
+        j0 = 0
+        if h > 0:
+            lo, hi, x = 0, rb, c01[h - 1]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if s[b, mid] < x:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            j0 = lo
+        cut = dc[h - 1] + j0 if h > 0 else 0
+        cut = cut if cut < n else n  # C_{h-1}: the first merge marks only slots below it
+        p1, i1, j1 = 0, 0, 0
+        p2, i2, j2 = cut, h, j0
+        while i1 < h and i2 < n:
+            t1 = s[b, j1] < c01[i1]  # j1 stops at j0: s[j0] >= c01[h-1] >= c01[i1]
+            c1 = dc[i1] + j1
+            mark[p1 if p1 < cut else n] = i1  # rewritten with the same value until particle i1 closes
+            p1 = p1 if t1 else c1
+            j1 += t1
+            i1 += 1 - t1
+            t2 = s[b, j2] < c01[i2]
+            c2 = dc[i2] + j2
+            c2 = c2 if c2 < n else n
+            mark[p2] = i2
+            p2 = p2 if t2 else c2
+            j2 += t2
+            i2 += 1 - t2
+        while i1 < h:
+            t1 = s[b, j1] < c01[i1]
+            c1 = dc[i1] + j1
+            mark[p1 if p1 < cut else n] = i1
+            p1 = p1 if t1 else c1
+            j1 += t1
+            i1 += 1 - t1
+        while i2 < n:
+            t2 = s[b, j2] < c01[i2]
+            c2 = dc[i2] + j2
+            c2 = c2 if c2 < n else n
+            mark[p2] = i2
+            p2 = p2 if t2 else c2
+            j2 += t2
+            i2 += 1 - t2
+        prev = p2
+        _fill(out, b, mark, n)
+        for k in range(prev, n):
+            out[b, k] = n
