@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["fused_draws", "glm_fused_block", "natives"]
+__all__ = ["fused_draws", "glm_centre_terms", "glm_fused_block", "natives"]
 
 _KINDS = {"logistic": 0, "linear": 1}
 _SAMPLERS = {"sgld": 0, "sghmc": 1, "sgnht": 2}
@@ -118,6 +118,28 @@ def glm_fused_block(model: dict, sampler: dict, estimator: dict, state: dict, hs
     return out, pos, (grads if keep_grad else None), xis
 
 
+def glm_centre_terms(kind: str, X: Any, y: Any, centre: Any, param: float) -> Any:
+    """A control variate's fixed centre, set up from one read of each row of ``X``.
+
+    Returns ``(grad, table)``: ``grad`` (1, d), the full-data likelihood gradient at ``centre`` (the
+    twin is the model's ``grad_log_lik_sum`` without indices), and ``table`` (N,), the residuals
+    ``r(x_i . centre, 0)`` that :func:`glm_fused_block` takes as ``centre_resid``; or
+    ``NotImplemented`` for inputs the loop does not take (another array type, float32, a kind
+    other than the GLMs').
+    """
+    if not _SWITCH[0][0]:
+        return NotImplemented
+    if not (_f64(X) and _f64(y) and _f64(centre) and X.ndim == 2 and y.ndim == 1 and X.flags.c_contiguous
+            and y.shape[0] == X.shape[0] and kind in _KINDS and centre.size == X.shape[1]):
+        return NotImplemented
+    d = X.shape[1]
+    grad = np.empty((1, d))
+    table = np.empty(X.shape[0])
+    _jit().centre_terms(_KINDS[kind], X, np.ascontiguousarray(y), float(param),
+                        np.ascontiguousarray(np.reshape(centre, (d,))), table, grad[0])
+    return grad, table
+
+
 def fused_draws(rng: Any, iterations: int, n_normal: int, n_est: int, fresh: bool, chains: int, dim: int,
                 n_data: int, size: int, replace: bool) -> Any:
     """The block's ``z`` and ``idx`` for minibatches drawn with replacement, straight from NumPy's generator.
@@ -151,4 +173,5 @@ def natives(switch: list) -> dict:
     The caller (:func:`sgmc.backends._numba.natives`) has checked that Numba is installed and enabled.
     """
     _SWITCH[0] = switch
-    return {"glm_fused_block": glm_fused_block, "glm_fused_draws": fused_draws}
+    return {"glm_fused_block": glm_fused_block, "glm_fused_draws": fused_draws,
+            "glm_centre_terms": glm_centre_terms}

@@ -93,6 +93,98 @@ def centre_resid(kind, X, param, ce, out):
         out[i] = _resid(kind, _dot(X, i, ce), 0.0, param)
 
 
+#: Rows per block of :func:`centre_terms` (the block's rows stay in cache between its three loops).
+TERMS_BLOCK = 128
+#: From this dimension on, :func:`centre_terms` takes the rows one at a time (each row's products
+#: vectorise across its coordinates); below it, four rows at a time (short rows: independent sums).
+TERMS_ROW_DIM = 32
+
+
+@nb.njit(**_FAST)
+def _block_dot4(X, start, stop, th, out):
+    """``out[i - start] = X[i] . th`` for the rows ``start:stop``, four (short) rows at a time."""
+    i = start
+    while i + 4 <= stop:
+        a0 = a1 = a2 = a3 = 0.0
+        for m in range(X.shape[1]):
+            t = th[m]
+            a0 += X[i, m] * t
+            a1 += X[i + 1, m] * t
+            a2 += X[i + 2, m] * t
+            a3 += X[i + 3, m] * t
+        out[i - start], out[i - start + 1], out[i - start + 2], out[i - start + 3] = a0, a1, a2, a3
+        i += 4
+    for j in range(i, stop):
+        out[j - start] = _dot(X, j, th)
+
+
+@nb.njit(**_FAST)
+def _block_sum4(X, start, stop, v, acc):
+    """``acc += sum_i v[i - start] X[i]`` over the rows ``start:stop``, four (short) rows per update."""
+    i = start
+    while i + 4 <= stop:
+        b = i - start
+        v0, v1, v2, v3 = v[b], v[b + 1], v[b + 2], v[b + 3]
+        for m in range(X.shape[1]):
+            acc[m] += (v0 * X[i, m] + v1 * X[i + 1, m]) + (v2 * X[i + 2, m] + v3 * X[i + 3, m])
+        i += 4
+    for j in range(i, stop):
+        _axpy(acc, v[j - start], X, j)
+
+
+@nb.njit(**_OPTS)
+def _terms_long(kind, X, y, param, ce, r0, grad, eta):
+    """:func:`centre_terms` for long rows, one row at a time (its products vectorise across coordinates)."""
+    n_data = X.shape[0]
+    block = eta.shape[0]
+    for start in range(0, n_data, block):
+        stop = min(start + block, n_data)
+        for i in range(start, stop):
+            eta[i - start] = _dot(X, i, ce)
+        for i in range(start, stop):
+            e = eta[i - start]
+            r = _resid(kind, e, 0.0, param)
+            r0[i] = r
+            eta[i - start] = y[i] + r if kind == 0 else _resid(kind, e, y[i], param)
+        for i in range(start, stop):
+            _axpy(grad, eta[i - start], X, i)
+
+
+@nb.njit(**_OPTS)
+def _terms_short(kind, X, y, param, ce, r0, grad, eta):
+    """:func:`centre_terms` for short rows, four rows at a time (independent sums)."""
+    n_data = X.shape[0]
+    block = eta.shape[0]
+    for start in range(0, n_data, block):
+        stop = min(start + block, n_data)
+        _block_dot4(X, start, stop, ce, eta)
+        for i in range(start, stop):
+            e = eta[i - start]
+            r = _resid(kind, e, 0.0, param)
+            r0[i] = r
+            eta[i - start] = y[i] + r if kind == 0 else _resid(kind, e, y[i], param)
+        _block_sum4(X, start, stop, eta, grad)
+
+
+@nb.njit(**_OPTS)
+def centre_terms(kind, X, y, param, ce, r0, grad):
+    """A fixed centre's set-up from one read of each row of ``X``, in blocks of ``TERMS_BLOCK`` rows.
+
+    ``r0[i] = r(x_i . centre, 0)`` (the residual table of the blocks' control variates) and
+    ``grad = sum_i r(x_i . centre, y_i) x_i`` (the full-data likelihood gradient there). Per block:
+    the products, then the residuals (the exps in a loop of their own), then the sum, while the
+    block's rows are still in cache. Short rows (d < ``TERMS_ROW_DIM``) go four at a time, long ones
+    singly. Logistic: ``r(eta, y) = y + r(eta, 0)`` exactly (``y - s`` and ``y + (-s)`` round
+    alike), so one exp serves both.
+    """
+    eta = np.empty(TERMS_BLOCK, dtype=np.float64)
+    grad[:] = 0.0
+    if X.shape[1] < TERMS_ROW_DIM:
+        _terms_short(kind, X, y, param, ce, r0, grad, eta)
+    else:
+        _terms_long(kind, X, y, param, ce, r0, grad, eta)
+
+
 @nb.njit(**_OPTS)
 def _estimate(kind, X, y, param, prior_var, est, scale, update_every, x, g, centre, centre_grad, count,
               rows, eta, eta0, acc, r0, use_r0):

@@ -18,15 +18,52 @@ the full gradient there and the iteration count are estimator state.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, NamedTuple
 
 from .._array_api import Array, check_finite, is_array
+from .._dispatch import native
 from .._validation import check_batch_size, check_choice, check_int
 from ..models.base import check_compatible
 from ..optimize import _can_polish, find_mode, mode_gap_cost, newton, warn_if_not_mode
 from .base import EstimateInfo, Estimator, Minibatch, Prepared, diff_sum
 
-__all__ = ["ControlVariate", "ControlVariateState", "SVRG", "SVRGState"]
+__all__ = ["ControlVariate", "ControlVariateState", "SVRG", "SVRGState", "centre_residuals"]
+
+# The residual table at a centre, computed in the same pass over the data as the full gradient there:
+# (a weak reference to that gradient array, the table). One entry, dropped with the array.
+_TABLE: list = []
+
+
+def _forget(ref: Any) -> None:
+    if _TABLE and _TABLE[0][0] is ref:
+        _TABLE.clear()
+
+
+def centre_residuals(est_state: Any) -> Any:
+    """The residual table a backend computed with ``est_state.centre_grad`` (one pass), or None.
+
+    Where a generalised linear model's backend has the native ``"glm_centre_terms"``,
+    :meth:`ControlVariate.init` gets the full gradient at the centre and every datum's residual
+    there from one read of the data; the fused blocks of :mod:`sgmc.samplers._fused` take the table
+    from here instead of a second pass. Kept for the most recent ``init`` only, while its gradient
+    array lives; None when that is not ``est_state``'s.
+    """
+    if _TABLE and _TABLE[0][0]() is getattr(est_state, "centre_grad", None):
+        return _TABLE[0][1]
+    return None
+
+
+def _centre_terms(model: Any, centre: Array) -> Any:
+    """``(grad (1, dim), table (N,))`` from a backend's one-pass set-up, or None where it has none."""
+    kind = getattr(model, "_native_kind", "")
+    if not kind or getattr(model, "stream_rows", None) is not None:
+        return None
+    fast = native(model.xp, "glm_centre_terms")
+    if fast is None:
+        return None
+    out = fast(kind, model.X, model.y, centre, model._native_param or 1.0)
+    return None if out is NotImplemented else out
 
 
 class ControlVariateState(NamedTuple):
@@ -176,7 +213,11 @@ class ControlVariate(Estimator):
             )
             raise ValueError(msg)
         xp = self.model.xp
-        grad = self.model.grad_log_lik_sum(xp.reshape(self.centre, (1, -1)))
+        terms = _centre_terms(self.model, self.centre)
+        if terms is None:
+            return ControlVariateState(self.centre, self.model.grad_log_lik_sum(xp.reshape(self.centre, (1, -1))))
+        grad, table = terms  # one pass: the gradient, and the residuals the fused blocks read
+        _TABLE[:] = [(weakref.ref(grad, _forget), table)]
         return ControlVariateState(self.centre, grad)
 
     def estimate(self, rng, est_state, position):

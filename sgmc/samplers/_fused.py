@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 from .._array_api import Array, array_namespace
 from .._dispatch import native
 from ..estimators.base import Minibatch
-from ..estimators.control_variates import SVRG, ControlVariate, SVRGState
+from ..estimators.control_variates import SVRG, ControlVariate, SVRGState, centre_residuals
 from ..models.glm import LinearRegression, LogisticRegression
 from ..models.bnn import BayesianNeuralNetwork
 from ..models.bpmf import BPMF
@@ -176,6 +176,10 @@ class FusedPlan:
             spec.update(centre=est_state.centre, centre_grad=est_state.centre_grad)
             if self._resid[0] is est_state.centre:  # the fixed centre's residuals, from the first block
                 spec["centre_resid"] = self._resid[1]
+            else:  # or from the estimator's init, which made them in its pass for the full gradient
+                table = centre_residuals(est_state)
+                if table is not None:
+                    spec["centre_resid"] = table
         res = self.fast(self._spec_model, self._spec_smp, self._spec_est, spec, hs, z, idx, keep_grads)
         if res is NotImplemented:
             return twin_block(self.sampler, self.estimator, state, hs, z, idx, keep_grads)
