@@ -24,7 +24,8 @@ import numpy as np
 from . import backends
 
 __all__ = ["RowSource", "LaggedRows", "is_out_of_core", "row_blocks", "out_of_core_design", "take",
-           "check_dtype", "check_finite_blocks", "refuse_backend", "to_memory", "DEFAULT_BLOCK_BYTES"]
+           "check_dtype", "check_finite_blocks", "refuse_backend", "to_memory", "is_reader",
+           "DEFAULT_BLOCK_BYTES"]
 
 #: Bytes of data a full pass holds at once (rows per block = this / bytes per row).
 DEFAULT_BLOCK_BYTES = 4 * 2**20
@@ -44,6 +45,11 @@ def _kind(data: Any) -> str | None:
 def is_out_of_core(data: Any) -> bool:
     """True for the arrays a model reads row by row: ``numpy.memmap``, zarr and Dask arrays."""
     return isinstance(data, _Rows) or _kind(data) is not None
+
+
+def is_reader(data: Any) -> bool:
+    """True for the row readers of this module (:class:`RowSource`, :class:`LaggedRows`)."""
+    return isinstance(data, _Rows)
 
 
 class _Rows:

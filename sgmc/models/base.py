@@ -164,6 +164,9 @@ def require(model: Any, names: tuple[str, ...], purpose: str) -> None:
             f"{type(model).__name__} does not provide; implement them (see sgmc.models.Model) or "
             "choose a method that does not need them"
         )
+        why = {getattr(getattr(model, n, None), "_sgmc_reason", "") for n in missing} - {""}
+        if why:  # a placeholder that knows why the method is absent (e.g. data read from disk)
+            msg += " (" + "; ".join(sorted(why)) + ")"
         raise TypeError(msg)
 
 

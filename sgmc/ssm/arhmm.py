@@ -23,6 +23,7 @@ import math
 from typing import Any, NamedTuple
 
 from .._array_api import Array, check_finite, is_array
+from .._blocks import LaggedRows, is_reader
 from .._sampling import categorical
 from .._validation import check_int, check_positive
 from .base import StateSpaceModel, as_series
@@ -54,6 +55,8 @@ class ARHMMParams(NamedTuple):
 
 def lagged(xp: Any, y: Array, p: int) -> Array:
     """Rows ``(y_t, y_{t-1}, ..., y_{t-p})`` for ``t = p..T-1`` (0-based): shape ``(T - p, m (p + 1))``."""
+    if is_reader(y):  # a series on disk: the lagged rows are made when read
+        return LaggedRows(y, p)
     T = y.shape[0]
     return xp.concat([y[p - j : T - j, :] for j in range(p + 1)], axis=-1)
 

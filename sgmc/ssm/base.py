@@ -33,7 +33,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import backends
 from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of, is_array
+from .._blocks import RowSource, check_dtype, check_finite_blocks, is_out_of_core, is_reader
 from .._validation import check_choice, check_int
 from ..models.base import Model, _placeholder, as_data_array, provides, require
 from ._divergence import guarded
@@ -43,7 +45,25 @@ __all__ = ["StateSpaceModel", "as_series"]
 
 
 def as_series(y: Any, name: str = "y", obs_dim: int | None = None) -> tuple[Any, Array, Any]:
-    """Validate observations: a finite ``(T,)`` or ``(T, obs_dim)`` array; returns ``(xp, y2d, dtype)``."""
+    """Validate observations: a finite ``(T,)`` or ``(T, obs_dim)`` array; returns ``(xp, y2d, dtype)``.
+
+    A :class:`numpy.memmap`, zarr or Dask array stays on disk: ``y2d`` is then a row reader
+    (:class:`sgmc._blocks.RowSource`), checked in one pass over blocks, and the model runs on NumPy.
+    """
+    if is_out_of_core(y):
+        src = y if is_reader(y) else RowSource(y, name, layout="series")
+        if isinstance(src, RowSource):
+            check_dtype(src, "f", "float32 or float64 observations")
+        if src.shape[0] < 1:
+            msg = f"`{name}` must have shape (T,) or (T, obs_dim) with T >= 1; got {tuple(src.shape)}"
+            raise ValueError(msg)
+        if obs_dim is not None and src.shape[1] != obs_dim:
+            msg = f"`{name}` must have {obs_dim} column(s) (obs_dim); got shape {tuple(src.shape)}"
+            raise ValueError(msg)
+        if src is not y:
+            check_finite_blocks(src)
+        xp = backends.get_backend("numpy").xp
+        return xp, src, (xp.float64 if src.dtype.itemsize == 8 else xp.float32)
     y = as_data_array(y, name)
     xp = array_namespace(y, names=(name,))
     if y.ndim == 1:
@@ -96,7 +116,7 @@ class StateSpaceModel(Model):
 
     def __init__(self, y: Any, dim: int, state_dim: int, obs_dim: int | None = None):
         xp, y, dtype = as_series(y, "y", obs_dim)
-        super().__init__(y.shape[0], dim, xp, dtype, device_of(y))
+        super().__init__(y.shape[0], dim, xp, dtype, None if is_out_of_core(y) else device_of(y))
         self.y = y
         self.T = int(y.shape[0])
         self.state_dim = check_int(state_dim, "state_dim")
@@ -157,6 +177,8 @@ class StateSpaceModel(Model):
     # The posterior methods exist only when the likelihood is tractable, so that ``provides`` and
     # ``require`` (store_grads='full', the exact estimators) tell the truth about a model.
     def _exact(self, name: str) -> Any:
+        if is_out_of_core(self.y):
+            return _absent(type(self).__name__, name, on_disk=True)
         if provides(self, "grad_log_lik") and provides(self, "log_lik"):
             return getattr(self, "_" + name)
         return _absent(type(self).__name__, name)
@@ -258,11 +280,16 @@ class StateSpaceModel(Model):
         return f"{type(self).__name__}(T={self.T}, dim={self.dim})"
 
 
-def _absent(cls_name: str, name: str) -> Any:
+def _absent(cls_name: str, name: str, on_disk: bool = False) -> Any:
     def method(*args: Any, **kwargs: Any) -> Any:
         msg = f"{cls_name} has no tractable likelihood, so it has no exact {name}; use estimator='buffered'"
+        if on_disk:
+            msg = (f"{cls_name}'s series `y` is read from disk by rows, and its exact {name} needs the whole series "
+                   "in memory; use estimator='buffered' (it reads only each window), or load `y` into memory")
         raise NotImplementedError(msg)
 
     method._sgmc_placeholder = True
+    if on_disk:
+        method._sgmc_reason = "its series `y` is read from disk by rows; the exact likelihood needs it in memory"
     method.__name__ = name
     return method

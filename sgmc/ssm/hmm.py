@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 from .. import backends
 from .._array_api import Array, check_finite, device_of, is_array
+from .._blocks import is_out_of_core
 from .._dispatch import native
 from .._sampling import categorical
 from .._validation import check_choice, check_int, check_positive
@@ -276,7 +277,7 @@ class GaussianHMM(StateSpaceModel):
         initial: str = "z0",
         initial_probs: Any = None,
     ):
-        y_arr = y if is_array(y) else backends.asarray(y, backend="numpy")
+        y_arr = y if is_array(y) or is_out_of_core(y) else backends.asarray(y, backend="numpy")
         m = 1 if y_arr.ndim == 1 else int(y_arr.shape[-1])
         K = check_int(n_states, "n_states", minimum=2)
         tri = [i * m + j for i in range(m) for j in range(i + 1)]

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from .._array_api import Array, Namespace, array_namespace, device_of
 from .._validation import check_int
-from ..models.base import take_rows
+from .._blocks import take
 
 __all__ = ["Windows", "sample_windows", "all_windows", "windows_at", "inclusion_prob", "gather_windows", "check_window_sizes"]
 
@@ -221,6 +221,7 @@ def gather_windows(xp: Namespace, y: Array, windows: Windows) -> Array:
     ----------
     xp : namespace
     y : array (T, obs_dim) or (T,)
+        Or a row reader of a series on disk (:mod:`sgmc._blocks`): only the windows' rows are read.
     windows : Windows
 
     Returns
@@ -246,7 +247,7 @@ def gather_windows(xp: Namespace, y: Array, windows: Windows) -> Array:
     j = xp.arange(L, dtype=xp.int64, device=dev)
     idx = windows.start[..., None] + j
     idx = xp.where(windows.mask, idx, xp.zeros_like(idx))
-    out = take_rows(xp, y, idx)
+    out = take(xp, y, idx)
     mask = windows.mask
     if y.ndim > 1:
         mask = xp.reshape(mask, tuple(mask.shape) + (1,) * (y.ndim - 1))
