@@ -87,8 +87,10 @@ def _cavity(state, i, K):
 # the recursions against the dense Gaussian
 
 
-def test_filter_and_tilted_moments_match_dense_gaussian():
-    """One series with eta ~ N(m, diag v): log F~ (Eq. C.19) and the tilted moments of eta (Eq. C.20)."""
+@pytest.mark.parametrize("scan", [False, True])
+def test_filter_and_tilted_moments_match_dense_gaussian(scan):
+    """One series with eta ~ N(m, diag v): log F~ (Eq. C.19) and the tilted moments of eta (Eq. C.20),
+    by the loop over time steps and by the log-depth scans."""
     rng = np.random.default_rng(3)
     T, a, lam, sx2, sy2, p0 = 5, 0.8, 1.3, 0.2, 0.5, 1.5
     m, v, y = rng.normal(size=T), rng.uniform(0.2, 1.0, T), rng.normal(size=T)
@@ -108,8 +110,9 @@ def test_filter_and_tilted_moments_match_dense_gaussian():
     post_mean = m + C @ np.linalg.solve(cov_y, y - mean_y)
     post_var = np.diag(cov_eta - C @ np.linalg.solve(cov_y, C.T))
     one = lambda x: np.array([x])  # noqa: E731
-    ll, _ = scalar_filter(np, y[None], one(a), one(lam), one(sx2), one(sy2), one(p0), m[None], v[None])
-    mean, var, ll2 = eta_moments(np, y[None], one(a), one(lam), one(sx2), one(sy2), one(p0), m[None], v[None])
+    ll, _ = scalar_filter(np, y[None], one(a), one(lam), one(sx2), one(sy2), one(p0), m[None], v[None], scan=scan)
+    mean, var, ll2 = eta_moments(np, y[None], one(a), one(lam), one(sx2), one(sy2), one(p0), m[None], v[None],
+                                 scan=scan)
     np.testing.assert_allclose(ll[0], want_ll, rtol=1e-11)
     np.testing.assert_allclose(ll2[0], want_ll, rtol=1e-11)
     np.testing.assert_allclose(mean[0], post_mean, rtol=1e-10, atol=1e-12)
@@ -448,3 +451,20 @@ def test_spectral_form_refuses_per_series_parameters():
         collapsed_init(model, np.array([0, 0, 1, 1]), 2, method="spectral")
     with pytest.raises(ValueError, match="method"):
         collapsed_init(model, np.array([0, 0, 1, 1]), 2, method="dense")
+
+
+def test_scans_equal_the_loop_over_time_steps():
+    """Long, non-power-of-two T, several rows with their own parameters (one with a < 0)."""
+    rng = np.random.default_rng(11)
+    B, T = 4, 37
+    y, m = rng.normal(size=(B, T)), rng.normal(size=(B, T))
+    v = rng.uniform(0.01, 2.0, (B, T))
+    par = (np.array([0.95, -0.6, 0.0, 1.02]), rng.uniform(0.5, 1.5, B), rng.uniform(0.01, 0.5, B),
+           rng.uniform(0.2, 2.0, B), rng.uniform(0.5, 2.0, B))
+    out = []
+    for scan in (False, True):
+        ll, moments = scalar_filter(np, y, *par, m, v, keep=True, scan=scan)
+        mean, var, _ = eta_moments(np, y, *par, m, v, scan=scan)
+        out.append((ll,) + moments + (mean, var))
+    for loop, sc in zip(*out):
+        np.testing.assert_allclose(sc, loop, rtol=1e-10, atol=1e-12)

@@ -184,7 +184,8 @@ def ep_init(model: Any, z: Any, K: int, passes: int = 1) -> EPGibbsState:
     return state
 
 
-def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float) -> tuple[EPGibbsState, Array]:
+def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float, *,
+            _inplace: bool = False) -> tuple[EPGibbsState, Array]:
     """Resample ``z_i`` by the EP approximate collapsed conditional and update its site (steps 1-5).
 
     Returns the new state and the log conditional probabilities (K,) the draw used (normalised).
@@ -212,9 +213,15 @@ def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float) -> 
     site = match(new)
     e_new = onehot(xp, new, K, dtype)
     q = tuple(c + xp.reshape(e_new, (K,) + (1,) * (c.ndim - 1)) * s for c, s in zip(cav, site))
-    sel = xp.reshape(xp.arange(state.z.shape[0], device=state.z.device) == i, (-1,))
-    sites = tuple(xp.where(xp.reshape(sel, (-1,) + (1,) * (s.ndim - 1)), n, s) for s, n in zip(state.sites, site))
-    z = xp.where(sel, new, state.z)
+    if _inplace:  # the sweep owns copies of z and the sites: write row i, O(T) instead of O(N T)
+        for s, n in zip(state.sites, site):
+            s[i, ...] = n[0, ...]
+        state.z[i] = new[0]
+        sites, z = state.sites, state.z
+    else:
+        sel = xp.reshape(xp.arange(state.z.shape[0], device=state.z.device) == i, (-1,))
+        sites = tuple(xp.where(xp.reshape(sel, (-1,) + (1,) * (s.ndim - 1)), n, s) for s, n in zip(state.sites, site))
+        z = xp.where(sel, new, state.z)
     return EPGibbsState(z, counts + e_new[0, :], q, sites, state.skipped), logits - log_normaliser(xp, logits)
 
 
@@ -242,8 +249,11 @@ def ep_gibbs_sweep(rng: Any, model: Any, state: EPGibbsState, alpha: float = 1.0
     alpha = check_positive(alpha, "alpha")
     full_ep = check_int(full_ep, "full_ep", minimum=0)
     n = state.z.shape[0]
+    xp = array_namespace(state.z)
+    # private copies that the steps update row by row (the caller's state is left as it was)
+    state = state._replace(z=xp.asarray(state.z, copy=True), sites=tuple(xp.asarray(s, copy=True) for s in state.sites))
     for i in (range(n) if order is None else order):
-        state, _ = ep_step(rng, model, state, int(i), alpha)
+        state, _ = ep_step(rng, model, state, int(i), alpha, _inplace=True)
     for _ in range(full_ep):
         state = ep_sweep(model, state)
     return state

@@ -32,10 +32,12 @@ import math
 from typing import Any
 
 from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of, float_dtype
+from ._scan import affine_scan, mobius_scan
 
 __all__ = ["TimeSeriesClusterModel", "scalar_filter", "smoothed_differences", "eta_moments", "simulate_timeseries"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
+_SCAN_ROWS = 64  # batches up to this many rows run the recursions as log-depth scans
 
 
 def _per_series(xp, value, name, n, dtype, device, positive=True):
@@ -56,7 +58,7 @@ def _per_series(xp, value, name, n, dtype, device, positive=True):
 
 
 def scalar_filter(xp: Any, y: Array, a: Array, lam: Array, sx2: Array, sy2: Array, p0: Array,
-                  eta_mean: Array, eta_var: Array, keep: bool = False):
+                  eta_mean: Array, eta_var: Array, keep: bool = False, scan: bool | None = None):
     """Kalman filter of ``x_t = a x_{t-1} + lam eta_t + N(0, sx2)``, ``y_t = x_t + N(0, sy2)``,
     with ``eta_t ~ N(eta_mean_t, eta_var_t)`` integrated out (Eq. C.19), batched over a leading axis.
 
@@ -66,6 +68,10 @@ def scalar_filter(xp: Any, y: Array, a: Array, lam: Array, sx2: Array, sy2: Arra
     a, lam, sx2, sy2, p0 : arrays (B,)
     keep : bool
         Also return the filtered and predicted moments.
+    scan : bool, optional
+        Evaluate the recursions by log-depth scans over time (:mod:`sgmc.clustering._scan`) instead
+        of a loop over time steps; the default scans small batches (few rows, where the per-step
+        overhead of the loop dominates) and loops over large ones.
 
     Returns
     -------
@@ -78,6 +84,10 @@ def scalar_filter(xp: Any, y: Array, a: Array, lam: Array, sx2: Array, sy2: Arra
     # time-major (T, B) inputs of the predict step, so each step reads one contiguous row
     drift = xp.permute_dims(lam[:, None] * eta_mean, (1, 0))
     spread = xp.permute_dims(sx2[:, None] + (lam * lam)[:, None] * eta_var, (1, 0))
+    if scan is None:
+        scan = B <= _SCAN_ROWS
+    if scan:
+        return _filter_scan(xp, y, a, sy2, p0, lam[:, None] * eta_mean, sx2[:, None] + (lam * lam)[:, None] * eta_var, keep)
     yt = xp.permute_dims(y, (1, 0))
     a2 = a * a
     mf, Pf = xp.zeros_like(p0), p0
@@ -101,24 +111,52 @@ def scalar_filter(xp: Any, y: Array, a: Array, lam: Array, sx2: Array, sy2: Arra
     return ll, (xp.stack(mf_all, axis=1), xp.stack(Pf_all, axis=1), mp_all, Pp_all)
 
 
-def smoothed_differences(xp: Any, a: Array, moments: tuple):
+def _filter_scan(xp, y, a, sy2, p0, drift, spread, keep):
+    """:func:`scalar_filter` by scans: the variance Riccati map is Moebius, the mean map affine."""
+    B, T = y.shape
+    a_, sy2_ = a[:, None], sy2[:, None]
+    a2 = a_ * a_
+    ones = xp.ones((1, T), dtype=y.dtype, device=y.device)
+    Pf = mobius_scan(xp, sy2_ * a2 * ones, sy2_ * spread, a2 * ones, spread + sy2_, p0)
+    Pf = xp.concat([p0[:, None], Pf], axis=1)  # (B, T + 1)
+    Pp = a2 * Pf[:, :T] + spread
+    S = Pp + sy2_
+    gain = Pp / S
+    mf = affine_scan(xp, (1.0 - gain) * a_, (1.0 - gain) * drift + gain * y, xp.zeros_like(p0))
+    mf = xp.concat([xp.zeros_like(p0)[:, None], mf], axis=1)
+    mp = a_ * mf[:, :T] + drift
+    v = y - mp
+    ll = -0.5 * xp.sum(_LOG_2PI + xp.log(S) + v * v / S, axis=1)
+    return ll, ((mf, Pf, mp, Pp) if keep else None)
+
+
+def smoothed_differences(xp: Any, a: Array, moments: tuple, scan: bool | None = None):
     """Mean and variance (B, T) of ``d_t = x_t - a x_{t-1}`` under the RTS smoother of the filter
     moments ``(mf, Pf, mp, Pp)`` returned by :func:`scalar_filter` with ``keep=True``."""
     mf, Pf, mp, Pp = moments
     T = mp.shape[1]
     J = Pf[:, :T] * a[:, None] / Pp  # (B, T): gain from x_t's smoothed back to x_{t-1}
-    Jt, mft, Pft = (xp.permute_dims(v, (1, 0)) for v in (J, mf, Pf))
-    mpt, Ppt = xp.permute_dims(mp, (1, 0)), xp.permute_dims(Pp, (1, 0))
-    ms, Ps = mft[T, ...], Pft[T, ...]
-    ms_all, Ps_all = [ms], [Ps]
-    for t in range(T, 0, -1):
-        Jk = Jt[t - 1, ...]
-        ms = mft[t - 1, ...] + Jk * (ms - mpt[t - 1, ...])
-        Ps = Pft[t - 1, ...] + Jk * Jk * (Ps - Ppt[t - 1, ...])
-        ms_all.append(ms)
-        Ps_all.append(Ps)
-    ms = xp.stack(ms_all[::-1], axis=1)  # (B, T + 1), index 0 is x_0
-    Ps = xp.stack(Ps_all[::-1], axis=1)
+    if scan is None:
+        scan = J.shape[0] <= _SCAN_ROWS
+    if scan:  # backward affine recursions, run forward on the reversed time axis
+        rev = lambda v: xp.flip(v, axis=1)  # noqa: E731
+        ms = affine_scan(xp, rev(J), rev(mf[:, :T] - J * mp), mf[:, T])
+        Ps = affine_scan(xp, rev(J * J), rev(Pf[:, :T] - J * J * Pp), Pf[:, T])
+        ms = xp.concat([rev(ms), mf[:, T:]], axis=1)  # (B, T + 1), index 0 is x_0
+        Ps = xp.concat([rev(Ps), Pf[:, T:]], axis=1)
+    else:
+        Jt, mft, Pft = (xp.permute_dims(v, (1, 0)) for v in (J, mf, Pf))
+        mpt, Ppt = xp.permute_dims(mp, (1, 0)), xp.permute_dims(Pp, (1, 0))
+        ms, Ps = mft[T, ...], Pft[T, ...]
+        ms_all, Ps_all = [ms], [Ps]
+        for t in range(T, 0, -1):
+            Jk = Jt[t - 1, ...]
+            ms = mft[t - 1, ...] + Jk * (ms - mpt[t - 1, ...])
+            Ps = Pft[t - 1, ...] + Jk * Jk * (Ps - Ppt[t - 1, ...])
+            ms_all.append(ms)
+            Ps_all.append(Ps)
+        ms = xp.stack(ms_all[::-1], axis=1)  # (B, T + 1), index 0 is x_0
+        Ps = xp.stack(Ps_all[::-1], axis=1)
     a_ = a[:, None]
     d_mean = ms[:, 1:] - a_ * ms[:, :T]
     d_var = Ps[:, 1:] + a_ * a_ * Ps[:, :T] - 2.0 * a_ * J * Ps[:, 1:]
@@ -126,19 +164,20 @@ def smoothed_differences(xp: Any, a: Array, moments: tuple):
 
 
 def eta_moments(xp: Any, y: Array, a: Array, lam: Array, sx2: Array, sy2: Array, p0: Array,
-                eta_mean: Array, eta_var: Array, moments: tuple | None = None):
+                eta_mean: Array, eta_var: Array, moments: tuple | None = None, scan: bool | None = None):
     """Tilted marginal means and variances of ``eta_t`` (Eq. C.20), arrays (B, T), and ``log F~`` (B,).
 
     Arguments as :func:`scalar_filter` (``moments``, if given, are its kept moments for these
-    inputs and the filter is not rerun; the log-likelihood is then returned as None). The RTS
+    inputs and the filter is not rerun; the log-likelihood is then returned as None; ``scan`` as
+    there). The RTS
     smoother of the filter with ``eta`` integrated gives the smoothed pairs ``(x_{t-1}, x_t)``;
     ``eta_t`` given the pair is Gaussian with precision ``1/v_t + lam^2/sx2`` and mean
     ``(m_t/v_t + lam d_t/sx2)/precision``, ``d_t = x_t - a x_{t-1}``.
     """
     ll = None
     if moments is None:
-        ll, moments = scalar_filter(xp, y, a, lam, sx2, sy2, p0, eta_mean, eta_var, keep=True)
-    d_mean, d_var = smoothed_differences(xp, a, moments)
+        ll, moments = scalar_filter(xp, y, a, lam, sx2, sy2, p0, eta_mean, eta_var, keep=True, scan=scan)
+    d_mean, d_var = smoothed_differences(xp, a, moments, scan=scan)
     prec = 1.0 / eta_var + (lam * lam / sx2)[:, None]
     gain = (lam / sx2)[:, None] / prec
     mean = (eta_mean / eta_var) / prec + gain * d_mean
