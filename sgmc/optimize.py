@@ -32,7 +32,7 @@ from .models.base import check_compatible, provides, require
 
 __all__ = [
     "find_mode", "newton", "negative_hessian", "laplace", "curvature_bound", "mode_gap", "Laplace",
-    "ModeNotFoundWarning", "POLISH_MAX_DIM", "GAP_FD_MAX_DIM", "warn_if_not_mode", "mode_gap_cost",
+    "ModeNotFoundWarning", "POLISH_MAX_DIM", "GAP_FD_MAX_DIM", "warn_if_not_mode", "mode_gap_cost", "lbfgs",
 ]
 
 #: Largest dimension for which :func:`find_mode` polishes with Newton steps by default (each step
@@ -115,9 +115,11 @@ def find_mode(
         of the minibatch noise.
     batch_size : int or float, optional
         Minibatch size (default: ``min(N, max(100, N // 100))``).
-    polish : bool, optional
-        Finish with damped :func:`newton` steps on the full posterior. Default: when the model has
-        exact per-datum Hessians (``hess_log_lik``) and ``dim <= POLISH_MAX_DIM``.
+    polish : bool, "newton" or "lbfgs", optional
+        Finish with damped :func:`newton` steps on the full posterior (True or "newton"), or with
+        :func:`lbfgs` steps ("lbfgs": one full gradient a step, no Hessian, for any dim). Default:
+        Newton when the model has exact per-datum Hessians (``hess_log_lik``) and
+        ``dim <= POLISH_MAX_DIM``, otherwise none.
     check : bool, default True
         Measure the result with :func:`mode_gap` (one full-data gradient) and warn when it is more
         than ``gap_tol`` posterior standard deviations from a stationary point.
@@ -150,6 +152,9 @@ def find_mode(
     array([ 1., -1.])
     """
     check_choice(method, "method", ("adam", "sgd"))
+    if polish not in (None, True, False, "newton", "lbfgs"):
+        msg = f"`polish` must be None, True, False, 'newton' or 'lbfgs'; got {polish!r}"
+        raise ValueError(msg)
     n_steps = check_int(n_steps, "n_steps")
     xp = model.xp
     theta = _start(model, init)
@@ -200,11 +205,12 @@ def find_mode(
     if polish is None:
         polish = _can_polish(model)
     if polish:
-        polished, _ = newton(model, out)
+        polished = lbfgs(model, out)[0] if polish == "lbfgs" else newton(model, out)[0]
         if bool(xp.all(xp.isfinite(polished))):
             out = polished
     if check:
-        warn_if_not_mode(model, out, gap_tol, f"{method}, {n_steps} steps" + (" and Newton" if polish else ""))
+        how = {"lbfgs": " and L-BFGS"}.get(polish, " and Newton") if polish else ""
+        warn_if_not_mode(model, out, gap_tol, f"{method}, {n_steps} steps" + how)
     return out
 
 
@@ -216,7 +222,7 @@ def _can_polish(model: Any) -> bool:
     )
 
 
-def mode_gap(model: Any, theta: Any, grad: Any = None) -> float:
+def mode_gap(model: Any, theta: Any, grad: Any = None, *, details: bool = False) -> Any:
     """Distance of ``theta`` from a stationary point of log pi, in posterior standard deviations.
 
     The Newton decrement ``sqrt(g^T P^-1 g)``, with g the full gradient of log pi at ``theta`` and P
@@ -232,6 +238,11 @@ def mode_gap(model: Any, theta: Any, grad: Any = None) -> float:
     theta : array (dim,)
     grad : array (dim,) or (1, dim), optional
         The full gradient of log pi at ``theta`` when already known.
+    details : bool, default False
+        Return a dict instead of the number: ``gap``, ``kind`` (``"newton"`` for the decrement,
+        ``"bound"`` for ``||g|| / sqrt(M)``, ``"none"`` when neither could be computed) and
+        ``grad_norm`` (``||g||``, reported whatever the kind, so that a mode search above
+        :data:`POLISH_MAX_DIM` without a curvature bound still says how stationary its point is).
 
     Examples
     --------
@@ -247,11 +258,16 @@ def mode_gap(model: Any, theta: Any, grad: Any = None) -> float:
     """
     xp = model.xp
     t = _start(model, theta, "theta")[0, ...]
+
+    def out(gap: float, kind: str, norm: float) -> Any:
+        return {"gap": gap, "kind": kind, "grad_norm": norm} if details else gap
+
     if grad is None:
         if not provides(model, "grad_log_posterior"):
-            return float("nan")
+            return out(float("nan"), "none", float("nan"))
         grad = model.grad_log_posterior(t)
     g = xp.reshape(grad, (-1,))
+    norm = float(xp.linalg.vector_norm(g))
     if _gap_uses_hessian(model):
         P = negative_hessian(model, t)
         try:
@@ -260,12 +276,12 @@ def mode_gap(model: Any, theta: Any, grad: Any = None) -> float:
             L = None
         if L is not None and bool(xp.all(xp.isfinite(L))):
             z = xp.linalg.solve(L, g[:, None])[:, 0]
-            return float(xp.linalg.vector_norm(z))
+            return out(float(xp.linalg.vector_norm(z)), "newton", norm)
     try:
         M = curvature_bound(model)
     except TypeError:
-        return float("nan")
-    return float(xp.linalg.vector_norm(g)) / math.sqrt(M)
+        return out(float("nan"), "none", norm)
+    return out(norm / math.sqrt(M), "bound", norm)
 
 
 #: Largest dimension for which :func:`mode_gap` forms the negative Hessian by finite differences of
@@ -379,6 +395,91 @@ def newton(model: Any, theta: Any, *, max_steps: int = 25, tol: float = 1e-10,
     if passes is not None:
         passes.append(count)
     return theta, steps
+
+
+def lbfgs(model: Any, theta: Any, *, max_steps: int = 500, memory: int = 10, gtol: float = 1e-6,
+          passes: list | None = None) -> tuple[Array, int, float]:
+    """Limited-memory BFGS steps on the full log posterior from ``theta`` (dim,): the polish for
+    models without exact Hessians or above :data:`POLISH_MAX_DIM`, where :func:`newton`'s dim x dim
+    systems are too dear. Each step costs one full gradient and the log densities of its
+    backtracking line search, and O(memory * dim) memory.
+
+    The search direction is the two-loop recursion over the last ``memory`` pairs of steps and
+    gradient changes (a pair whose curvature s^T y is not positive is skipped, so the direction stays
+    an ascent direction on non-concave targets); the step is halved until the log posterior rises by
+    at least 1e-4 of the directional derivative (Armijo). Stops when the gradient's norm is at most
+    ``gtol * max(1, |log pi|)`` (relative to the scale of the log density), when no step raises
+    log pi, or after ``max_steps``; the norm at the returned point is returned, so that the caller
+    sees how far from stationary it is.
+
+    ``passes``, a list, receives the number of full-data evaluations made.
+
+    Returns
+    -------
+    theta : array (dim,)
+    steps : int
+        Steps taken.
+    grad_norm : float
+        The Euclidean norm of the full gradient of log pi at the returned point.
+    """
+    require(model, ("log_posterior", "grad_log_posterior"), "lbfgs")
+    max_steps = check_int(max_steps, "max_steps")
+    memory = check_int(memory, "memory")
+    gtol = check_positive(gtol, "gtol")
+    xp = model.xp
+    x = _start(model, theta, "theta")[0, ...]
+    f = float(model.log_posterior(x))
+    g = xp.reshape(model.grad_log_posterior(x), (-1,))
+    count, steps = 2, 0
+    pairs: list = []
+    for _ in range(max_steps):
+        if not math.isfinite(f) or float(xp.linalg.vector_norm(g)) <= gtol * max(1.0, abs(f)):
+            break
+        # two-loop recursion for an ascent direction: H g with H the inverse of -Hessian's estimate
+        q = g
+        alphas = []
+        for s_k, y_k, rho in reversed(pairs):
+            a = rho * float(xp.sum(s_k * q))
+            alphas.append(a)
+            q = q - a * y_k
+        if pairs:
+            s_k, y_k, _ = pairs[-1]
+            q = q * (float(xp.sum(s_k * y_k)) / float(xp.sum(y_k * y_k)))
+        else:
+            q = q / max(float(xp.linalg.vector_norm(g)), 1e-300)  # a first step of unit length
+        for (s_k, y_k, rho), a in zip(pairs, reversed(alphas)):
+            b = rho * float(xp.sum(y_k * q))
+            q = q + (a - b) * s_k
+        slope = float(xp.sum(g * q))
+        if not slope > 0.0:  # not an ascent direction: restart from the gradient
+            pairs.clear()
+            q = g / max(float(xp.linalg.vector_norm(g)), 1e-300)
+            slope = float(xp.sum(g * q))
+        t, accepted = 1.0, False
+        while t > 1e-12:
+            cand = x + t * q
+            fc = float(model.log_posterior(cand))
+            count += 1
+            if math.isfinite(fc) and fc >= f + 1e-4 * t * slope:
+                accepted = True
+                break
+            t *= 0.5
+        if not accepted:
+            break
+        gc = xp.reshape(model.grad_log_posterior(cand), (-1,))
+        count += 1
+        s_k = cand - x
+        y_k = g - gc  # the change of -grad log pi, so that s^T y > 0 where -log pi is convex
+        sy = float(xp.sum(s_k * y_k))
+        if sy > 1e-12 * float(xp.linalg.vector_norm(s_k)) * float(xp.linalg.vector_norm(y_k)):
+            pairs.append((s_k, y_k, 1.0 / sy))
+            if len(pairs) > memory:
+                pairs.pop(0)
+        x, f, g = cand, fc, gc
+        steps += 1
+    if passes is not None:
+        passes.append(count)
+    return x, steps, float(xp.linalg.vector_norm(g))
 
 
 class Laplace(NamedTuple):
