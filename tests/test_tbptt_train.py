@@ -106,12 +106,15 @@ def test_reproduce_tbptt_copy_quick(tmp_path):
     assert torch.get_num_threads() == before
     meta = json.loads((out / "meta.json").read_text())
     assert meta["size"] == "quick" and meta["experiment"] == "tbptt-copy"
-    for f in ("summary.md", "summary.csv", "ppl_vs_time.csv", "curve.csv"):
+    for f in ("summary.md", "summary.csv", "ppl_vs_cpu.csv", "ppl_vs_wall.csv", "runs.csv", "cost.csv", "curve.csv"):
         assert (out / f).exists(), f
     rows = result["tables"]["summary"]["rows"]
     assert [r[0] for r in rows] == ["K = 3", "delta = 0.5"]
     for r in rows:
-        assert r[1] == 2 and 1.0 < r[5] < 8.0 and 1.0 < r[6] < 8.0  # perplexity of 8 symbols
+        assert r[1] == 1 and r[2] == 2 and 1.0 < r[8] <= r[9] < 8.0  # perplexity of 8 symbols
+        assert 1.0 < float(r[6].split()[0]) < 8.0
+    versus = result["tables"]["vs_best_fixed"]["rows"]
+    assert [v[0] for v in versus] == ["delta = 0.5"] and versus[0][2] == "K = 3"
     curve = (out / "curve.csv").read_text().splitlines()
     assert len(curve) == 1 + 4
 

@@ -69,7 +69,8 @@ def evaluate(model: RecurrentModel, x: Any, y: Any, batch_size: int = 64) -> flo
 def train_tbptt(model: RecurrentModel, train: tuple, valid: tuple | None = None, test: tuple | None = None, *,
                 k: int | str = "adaptive", delta: float = 0.5, k0: int = 15, k_min: int = 2, k_max: int = 100,
                 window: int = 100, n_starts: int = 64, batch_size: int = 64, lr: float = 1.0,
-                optimizer: str = "sgd", epochs: int = 10, clip: float | None = None, scale_lr: bool = True,
+                optimizer: str = "sgd", epochs: int = 10, clip: float | None = None, clip_sum: float | None = None,
+                weight_decay: float = 0.0, scale_lr: bool = True,
                 max_time: float | None = None, clock: str = "wall", monitor_bias: bool = False, generator: Any = None,
                 callback: Callable | None = None) -> TrainResult:
     """Train ``model`` by SGD (or Adam) on truncated BPTT gradients, with fixed K or adaptive K.
@@ -97,7 +98,15 @@ def train_tbptt(model: RecurrentModel, train: tuple, valid: tuple | None = None,
     epochs : int
         Number of passes over the training sequence.
     clip : float, optional
-        Clip each chunk's gradient to this norm.
+        Clip each chunk's gradient (of the mean of its losses) to this norm.
+    clip_sum : float, optional
+        Clip the gradient of the *sum* of each chunk's losses to this norm: the gradient of the mean of
+        the chunk's K2 losses is clipped to ``clip_sum / K2``, so the bound on a step, ``lr sqrt(K)
+        clip_sum / K``, shrinks as K grows. The published code of the thesis's experiments clips this
+        way with ``clip_sum = 1`` (the thesis's text does not mention clipping); without it, SGD at the
+        thesis's learning rate stays on the copy task's plateau (docs/tbptt.md).
+    weight_decay : float
+        L2 penalty added to the gradient by the optimiser (1e-5 in the thesis's published code).
     scale_lr : bool
         Multiply the learning rate by sqrt(K) (thesis 4.3.1).
     max_time : float, optional
@@ -138,11 +147,17 @@ def train_tbptt(model: RecurrentModel, train: tuple, valid: tuple | None = None,
     optimizer = check_choice(optimizer, "optimizer", ("sgd", "adam"))
     epochs = check_int(epochs, "epochs")
     clip = None if clip is None else check_positive(clip, "clip")
+    clip_sum = None if clip_sum is None else check_positive(clip_sum, "clip_sum")
+    weight_decay = float(weight_decay)
+    if not (math.isfinite(weight_decay) and weight_decay >= 0):
+        msg = f"`weight_decay` must be a finite number >= 0; got {weight_decay!r}"
+        raise ValueError(msg)
     max_time = None if max_time is None else check_positive(max_time, "max_time")
     clock = check_choice(clock, "clock", ("wall", "cpu"))
     xb, yb = batchify(x, batch_size), batchify(y, batch_size)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.SGD(params, lr=lr) if optimizer == "sgd" else torch.optim.Adam(params, lr=lr)
+    opt = (torch.optim.SGD(params, lr=lr, weight_decay=weight_decay) if optimizer == "sgd"
+           else torch.optim.Adam(params, lr=lr, weight_decay=weight_decay))
     result = TrainResult()
     wall = cpu = 0.0
     for epoch in range(1, epochs + 1):
@@ -160,6 +175,8 @@ def train_tbptt(model: RecurrentModel, train: tuple, valid: tuple | None = None,
                 p.grad = g
             if clip is not None:
                 torch.nn.utils.clip_grad_norm_(params, clip)
+            if clip_sum is not None:
+                torch.nn.utils.clip_grad_norm_(params, clip_sum / n)
             opt.step()
             total += loss * n
             count += n
