@@ -28,8 +28,11 @@ def test_reproduce_quick_writes_tables(tmp_path):
         assert (out / f"{stem}.md").exists() and (out / f"{stem}.csv").exists()
     rows = result["tables"]["mvt"]["rows"]
     assert {r[1] for r in rows} == {"EP", "blocked", "naive"} and {r[0] for r in rows} == {"hard", "medium", "easy"}
-    assert all(0.0 <= r[2] <= 1.0 and r[5] > 0 for r in rows)
+    assert all(0.0 <= r[2] <= 1.0 and r[6] > 0 and 0.0 <= r[7] <= 1.0 for r in rows)
     ts = result["tables"]["ts"]["rows"]
-    assert [r[0] for r in ts] == ["EP", "naive", "collapsed"] and all(0.0 <= r[2] <= 1.0 for r in ts)
+    assert [r[0] for r in ts] == ["EP", "naive", "collapsed", "collapsed (Kalman)"]
+    assert all(0.0 <= r[3] <= 1.0 and r[7] > 0 for r in ts)
+    assert [r[2] for r in ts] == [2, 2, 2, 1]  # trials; the Kalman form runs kalman_trials
+    assert [len(r) for r in result["tables"]["ts_runtime"]["rows"]] == [5, 5]
     meta = json.loads((out / "meta.json").read_text())
     assert meta["size"] == "quick" and meta["experiment"] == "ep-clustering"

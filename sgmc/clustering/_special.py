@@ -23,7 +23,7 @@ from typing import Any
 
 from .._array_api import Array, array_namespace
 
-__all__ = ["lgamma", "digamma", "trigamma", "multigammaln", "multidigamma", "multitrigamma"]
+__all__ = ["lgamma", "digamma", "trigamma", "multigammaln", "multidigamma", "multitrigamma", "multi_psi_pair"]
 
 _SHIFT = 10
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -88,3 +88,20 @@ def multitrigamma(a: Array, d: int, xp: Any = None) -> Array:
     for j in range(2, d + 1):
         out = out + trigamma(a + 0.5 * (1 - j), xp)
     return out
+
+
+def multi_psi_pair(a: Array, d: int, xp: Any = None) -> tuple[Array, Array]:
+    """:func:`multidigamma` and :func:`multitrigamma` together, sharing the shifts (one pass over the
+    ``d`` arguments ``a + (1 - j)/2`` stacked on a new axis)."""
+    xp = array_namespace(a) if xp is None else xp
+    x = a[..., None] - 0.5 * xp.arange(d, dtype=a.dtype, device=a.device)
+    inv = 1.0 / _shifts(xp, x)
+    z = x + _SHIFT
+    iz = 1.0 / z
+    iz2 = iz * iz
+    psi = (xp.log(z) - 0.5 * iz
+           - iz2 * (1.0 / 12.0 - iz2 * (1.0 / 120.0 - iz2 * (1.0 / 252.0 - iz2 * (1.0 / 240.0 - iz2 / 132.0))))
+           - xp.sum(inv, axis=-1))
+    psi1 = (iz * (1.0 + iz * (0.5 + iz * (1.0 / 6.0 - iz2 * (1.0 / 30.0 - iz2 * (1.0 / 42.0 - iz2 / 30.0)))))
+            + xp.sum(inv * inv, axis=-1))
+    return xp.sum(psi, axis=-1), xp.sum(psi1, axis=-1)

@@ -35,7 +35,7 @@ from typing import Any
 
 from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of, float_dtype
 from ..samplers.scir import gamma_draws
-from ._special import multidigamma, multitrigamma
+from ._special import multi_psi_pair, multidigamma
 from .niw import from_params, log_t_nodes, to_params
 
 __all__ = ["StudentTMixtureModel", "gamma_nodes", "match_niw", "simulate_student_t"]
@@ -87,8 +87,9 @@ def match_niw(A: Array, b: Array, c: Array, e: Array, nu_guess: Array, tol: floa
     lo = xp.full_like(nu, d - 1.0)
     hi = xp.full_like(nu, math.inf)
     for _ in range(max_iter):
-        f = multidigamma(0.5 * nu, d, xp) - d * xp.log(0.5 * nu) - target
-        fp = 0.5 * multitrigamma(0.5 * nu, d, xp) - d / nu
+        psi, psi1 = multi_psi_pair(0.5 * nu, d, xp)
+        f = psi - d * xp.log(0.5 * nu) - target
+        fp = 0.5 * psi1 - d / nu
         lo = xp.where(f < 0, nu, lo)
         hi = xp.where(f > 0, nu, hi)
         step = nu - f / fp
@@ -187,15 +188,31 @@ class StudentTMixtureModel:
         mx = xp.max(lw, axis=1)
         return mx + xp.log(xp.sum(xp.exp(lw - mx[:, None]), axis=1))
 
-    def tilted_site(self, cav: tuple, idx: Array) -> tuple:
-        """New sites (additive NIW coordinates, leading axis B) of data ``idx`` (B,) by moment matching."""
+    def predict_and_match(self, cav: tuple, i: int):
+        """``log F~_k`` (K,) of datum ``i`` and a function of the drawn cluster (a (1,) int array) giving
+        its new site; the node weights over ``u`` are computed once for both. Equals
+        :meth:`log_predictive` then :meth:`tilted_site`."""
         xp = self.xp
-        A, b, c, ev, nuj, ubar = self.tilted_moments(cav, idx)
+        lw = self._node_weights(cav, self.y[i, :])
+        mx = xp.max(lw, axis=1)
+        log_f = mx + xp.log(xp.sum(xp.exp(lw - mx[:, None]), axis=1))
+        idx = xp.asarray([i], device=self.device)
+
+        def match(k: Array) -> tuple:
+            return self.tilted_site(tuple(xp.take(c, k, axis=0) for c in cav), idx, lw=xp.take(lw, k, axis=0))
+
+        return log_f, match
+
+    def tilted_site(self, cav: tuple, idx: Array, lw: Array | None = None) -> tuple:
+        """New sites (additive NIW coordinates, leading axis B) of data ``idx`` (B,) by moment matching
+        (``lw``: the node log-weights (B, J) of :meth:`tilted_moments`, if already computed)."""
+        xp = self.xp
+        A, b, c, ev, nuj, ubar = self.tilted_moments(cav, idx, lw=lw)
         matched = match_niw(A, b, c, ev, nuj, xp=xp)
         site = tuple(mt - cv for mt, cv in zip(matched, cav))
         return self._safe(site, ubar, xp.take(self.y, idx, axis=0))
 
-    def tilted_moments(self, cav: tuple, idx: Array) -> tuple:
+    def tilted_moments(self, cav: tuple, idx: Array, lw: Array | None = None) -> tuple:
         """Expected NIW statistics under the tilted distributions of data ``idx`` (B,) (App. C.1.4).
 
         Returns ``E[Sigma^-1]`` (B, d, d), ``E[Sigma^-1 mu]`` (B, d), ``E[mu^T Sigma^-1 mu]`` (B,),
@@ -204,7 +221,8 @@ class StudentTMixtureModel:
         xp = self.xp
         d = self.d
         y = xp.take(self.y, idx, axis=0)  # (B, d)
-        lw = self._node_weights(cav, y)  # (B, J)
+        if lw is None:
+            lw = self._node_weights(cav, y)  # (B, J)
         pi = xp.exp(lw - xp.max(lw, axis=1, keepdims=True))
         pi = pi / xp.sum(pi, axis=1, keepdims=True)
         u = self.u_nodes[None, :]
