@@ -15,6 +15,8 @@ once, from the first seed) and gets the same training-time budget (``max_time`` 
 the adaptive methods' estimates of K count in it. Runs are spread over ``cores`` (one process per
 core, pinned to it with ``os.sched_setaffinity``). After each epoch the validation and test
 perplexities (exp of the mean cross-entropy) are recorded against the training CPU and wall time.
+Each finished run is appended to ``runs.jsonl`` in the output folder; ``resume=PATH`` (such a file
+from an interrupted command) reuses the runs it holds and trains only the others.
 
 Tables: ``summary`` (per method, mean and standard deviation over seeds of the best validation
 perplexity and the test perplexity at that epoch), ``vs_best_fixed`` (each adaptive method against
@@ -112,22 +114,41 @@ def _train_one(job: dict) -> dict:
             **{n: list(getattr(res, n)) for n in names}}
 
 
-def _run_all(ctx: Context, jobs: list, cores: tuple) -> list:
-    if not cores:
-        out = []
-        for job in jobs:
-            ctx.status(f"{job['label']}, seed {job['seed']}: training")
-            out.append(_train_one(job))
-        return out
-    import multiprocessing as mp
+def _run_all(ctx: Context, jobs: list, cores: tuple, resume: str | None) -> list:
+    import json
 
-    spawn = mp.get_context("spawn")
-    counter = spawn.Value("i", 0)
-    with spawn.Pool(len(cores), initializer=_pin, initargs=(tuple(cores), counter)) as pool:
-        out = []
-        for res in pool.imap_unordered(_train_one, jobs):
-            ctx.status(f"{res['label']}, seed {res['seed']}: done, {res['cpu_s'][-1]:.0f} CPU s")
-            out.append(res)
+    out = []
+    if resume:  # runs finished by an earlier, interrupted command (its runs.jsonl)
+        with open(resume, encoding="utf-8") as fh:
+            out = [json.loads(line) for line in fh if line.strip()]
+        wanted = {(j["label"], j["seed"]) for j in jobs}
+        out = [r for r in out if (r["label"], r["seed"]) in wanted]
+        done = {(r["label"], r["seed"]) for r in out}
+        jobs_left = [j for j in jobs if (j["label"], j["seed"]) not in done]
+    else:
+        jobs_left = list(jobs)
+    log = ctx.path("runs.jsonl")
+    with open(log, "w", encoding="utf-8") as fh:
+        for r in out:
+            fh.write(json.dumps(r) + "\n")
+
+    def keep(res):
+        out.append(res)
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(res) + "\n")
+        ctx.status(f"{res['label']}, seed {res['seed']}: done, {res['cpu_s'][-1]:.0f} CPU s")
+
+    if not cores:
+        for job in jobs_left:
+            keep(_train_one(job))
+    else:
+        import multiprocessing as mp
+
+        spawn = mp.get_context("spawn")
+        counter = spawn.Value("i", 0)
+        with spawn.Pool(len(cores), initializer=_pin, initargs=(tuple(cores), counter)) as pool:
+            for res in pool.imap_unordered(_train_one, jobs_left):
+                keep(res)
     order = {(j["label"], j["seed"]): i for i, j in enumerate(jobs)}
     return sorted(out, key=lambda r: order[(r["label"], r["seed"])])
 
@@ -147,7 +168,8 @@ def run(ctx: Context) -> dict:
     jobs = [{"label": label, "setting": setting, "seed": ctx.seed + s, "data_seed": ctx.seed, "opt": opt, "lr": lr,
              "clip_sum": clip_sum, "weight_decay": weight_decay, "threads": threads, "clock": clock}
             for s in seeds for label, setting in methods]
-    results = _run_all(ctx, jobs, cores)
+    resume = ctx.option("resume", None)
+    results = _run_all(ctx, jobs, cores, None if resume is None else str(resume))
     by_method: dict = {label: [r for r in results if r["label"] == label] for label, _ in methods}
 
     def best(r):
