@@ -17,7 +17,7 @@ documents); here they are held at their true values, so only ``z`` (and ``eta`` 
 NMI is ``I(z, z*) / sqrt(H(z) H(z*))`` (thesis Eq. 3.117); times are CPU seconds of this process
 (``time.process_time``), which a loaded shared machine distorts less than wall-clock time. Options:
 ``parts`` ("mvt", "ts" or both), ``trials``, sweeps per part (``mvt_sweeps``, ``ts_sweeps``,
-``collapsed_sweeps``, ``kalman_sweeps``), ``kalman_trials``, ``n_mvt``,
+``collapsed_sweeps``, ``kalman_sweeps``), ``kalman_trials``, ``snr`` (which Student-t settings), ``n_mvt``,
 ``k_mvt``, ``n_ts``, ``k_ts``, ``t_ts``, ``sizes``, ``ts_samplers`` (which samplers the time series
 mixing runs use).
 """
@@ -38,9 +38,10 @@ __all__ = ["EXPERIMENT", "nmi", "run"]
 
 FULL = dict(trials=3, mvt_sweeps=10, ts_sweeps=10, collapsed_sweeps=10, kalman_sweeps=2, kalman_trials=1, n_mvt=600,
             k_mvt=20, n_ts=300, k_ts=20, t_ts=200, sizes=(50, 100, 200, 300),
-            ts_samplers=("EP", "naive", "collapsed", "kalman"))
+            ts_samplers=("EP", "naive", "collapsed", "kalman"), snr=("hard", "medium", "easy"))
 QUICK = dict(trials=2, mvt_sweeps=2, ts_sweeps=2, collapsed_sweeps=2, kalman_sweeps=2, kalman_trials=1, n_mvt=40, k_mvt=4,
-             n_ts=12, k_ts=3, t_ts=20, sizes=(6, 12), ts_samplers=("EP", "naive", "collapsed", "kalman"))
+             n_ts=12, k_ts=3, t_ts=20, sizes=(6, 12), ts_samplers=("EP", "naive", "collapsed", "kalman"),
+             snr=("hard", "medium", "easy"))
 SNR = (("hard", 0.1), ("medium", 0.01), ("easy", 0.001))
 
 
@@ -118,7 +119,10 @@ def _wishart(rng, df, scale):
 def _run_mvt(ctx, size, trials):
     sweeps, n, K, d, nu = size["mvt_sweeps"], size["n_mvt"], size["k_mvt"], 2, 5.0
     rows = []
+    labels = size["snr"]
     for label, kappa in SNR:
+        if label not in labels:
+            continue
         runs = {"EP": [], "blocked": [], "naive": []}
         for trial in range(trials):
             rng = np.random.default_rng([ctx.seed, trial, int(1 / kappa)])
@@ -219,6 +223,11 @@ def run(ctx: Context) -> dict:
     size["sizes"] = tuple(int(v) for v in size["sizes"])
     if isinstance(size["ts_samplers"], str):
         size["ts_samplers"] = (size["ts_samplers"],)
+    if isinstance(size["snr"], str):
+        size["snr"] = (size["snr"],)
+    if set(size["snr"]) - {label for label, _ in SNR}:
+        msg = f"`snr` must name hard, medium or easy; got {size['snr']}"
+        raise ValueError(msg)
     unknown = set(size["ts_samplers"]) - {"EP", "naive", "collapsed", "kalman"}
     if unknown:
         msg = f"`ts_samplers` must name EP, naive, collapsed or kalman; got {sorted(unknown)}"
