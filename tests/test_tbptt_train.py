@@ -106,6 +106,8 @@ def test_reproduce_tbptt_copy_quick(tmp_path):
     assert torch.get_num_threads() == before
     meta = json.loads((out / "meta.json").read_text())
     assert meta["size"] == "quick" and meta["experiment"] == "tbptt-copy"
+    # the thesis's runs clip the summed chunk loss gradient to 1 and decay weights by 1e-5 (docs/tbptt.md)
+    assert meta["notes"]["clip_sum"] == 1.0 and meta["notes"]["weight_decay"] == 1e-5
     for f in ("summary.md", "summary.csv", "ppl_vs_cpu.csv", "ppl_vs_wall.csv", "runs.csv", "cost.csv", "curve.csv"):
         assert (out / f).exists(), f
     rows = result["tables"]["summary"]["rows"]
@@ -138,3 +140,37 @@ def test_tate_titles_is_the_packaged_text_and_trains_a_character_model():
     res = train_tbptt(model, (x, y), (vx, vy), k=10, lr=0.01, optimizer="adam", scale_lr=False,
                       batch_size=8, epochs=3)
     assert res.valid_loss[-1] < before - 1.0  # character frequencies alone are worth more than a nat
+
+
+@pytest.mark.parametrize(("clip_sum", "weight_decay"), [(0.01, 0.0), (0.01, 0.1), (1e6, 0.0)])
+def test_clip_sum_clips_the_summed_chunk_loss_gradient(clip_sum, weight_decay):
+    # one chunk per stream: the update is lr sqrt(K) (g clipped to clip_sum / K + weight_decay theta), with
+    # g the gradient of the chunk's mean loss computed here independently by autograd on the whole window
+    g = torch.Generator().manual_seed(3)
+    task = copy_task(8, m=2, generator=g)
+    torch.manual_seed(0)
+    model = LSTMLanguageModel(task.n_symbols, embed_dim=3, hidden_dim=4, num_layers=1, dtype=F64)
+    before = [p.detach().clone() for p in model.parameters()]
+    xb, yb = batchify(task.inputs, 2), batchify(task.targets, 2)
+    loss, _ = model.sequence_loss(xb, yb)
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    norm = float(torch.sqrt(sum((gr ** 2).sum() for gr in grads)))
+    limit = clip_sum / 4
+    scale = min(1.0, limit / (norm + 1e-6))
+    lr = 0.1
+    train_tbptt(model, (task.inputs, task.targets), k=4, batch_size=2, lr=lr, clip_sum=clip_sum,
+                weight_decay=weight_decay, epochs=1)
+    if clip_sum < 1:
+        assert norm > 10 * limit  # the clipping is active in this case
+    for p0, gr, p in zip(before, grads, model.parameters()):
+        expected = p0 - lr * math.sqrt(4) * (scale * gr + weight_decay * p0)
+        torch.testing.assert_close(p.detach(), expected, rtol=1e-10, atol=1e-12)
+
+
+def test_clip_sum_and_weight_decay_are_checked():
+    task = copy_task(8, m=2, generator=torch.Generator().manual_seed(3))
+    model = LSTMLanguageModel(task.n_symbols, embed_dim=3, hidden_dim=4, num_layers=1)
+    with pytest.raises(ValueError, match="`clip_sum"):
+        train_tbptt(model, (task.inputs, task.targets), k=4, batch_size=2, clip_sum=0.0)
+    with pytest.raises(ValueError, match="`weight_decay"):
+        train_tbptt(model, (task.inputs, task.targets), k=4, batch_size=2, weight_decay=-1.0)
