@@ -18,8 +18,9 @@ snapshot) is not counted. Everything runs on one core (``--cores``, default core
 for BLAS and Numba, checked before and after timing. Sizes: the review's MNIST network
 784-100-10 (dim 79,514) with minibatches of n = 500 (and n = 50) on N = 10,000 synthetic inputs (N only
 sets the cost of SVRG's refresh, once per N / n iterations), and BPMF at the MovieLens-100k size (943 users,
-1,682 items, d = 20, dim 52,580, 80,000 training ratings) with n = 800 and n = 8,000 (the
-experiment's 10%), one chain each. The table goes to ``docs/results/fused_models.json``, which
+1,682 items, d = 20, dim 52,580, 80,000 training ratings) with n = 800, 2,500 and 8,000 (the
+experiment's 10%), one chain each. Where a fused block declines at a size (``BPMF_MAX_TOUCH`` in
+:mod:`sgmc.backends._numba_fused_models`), its ``fused`` column times the declined blocks. The table goes to ``docs/results/fused_models.json``, which
 docs/performance.md renders.
 
 Usage (from the repository root)::
@@ -76,7 +77,7 @@ def _cases(model_name: str) -> list:
         h = 1e-6
     else:
         m = bpmf_model()
-        sizes = [(800, 300), (8000, 60)]
+        sizes = [(800, 300), (2500, 120), (8000, 60)]
         h = 1e-6
     centre = np.random.default_rng(1).normal(scale=0.01, size=m.dim)
     label = ("BNN 784-100-10" if model_name == "bnn" else "BPMF 943x1682, d=20")

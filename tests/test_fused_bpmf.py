@@ -9,7 +9,10 @@ from _fused_cases import (ESTIMATORS, SAMPLERS, declines_cleanly, native_equals_
                           run_equals_loop)
 from sgmc import backends
 from sgmc._dispatch import native
+from sgmc.backends import _numba_fused_models
+from sgmc.estimators import SVRG, ControlVariate, Minibatch
 from sgmc.models import BPMF
+from sgmc.samplers import SGLD, _fused
 
 pytestmark = pytest.mark.skipif(native(backends.get_backend("numpy").xp, "bpmf_fused_block") is None,
                                 reason="the fused native needs Numba (and SGMC_NATIVE not 0)")
@@ -47,5 +50,20 @@ def test_an_interrupted_fused_run_resumes_bit_identically(tmp_path, smp, est, ev
     resumes_bit_identically(MODEL, smp, est, every, at, tmp_path)
 
 
-def test_cases_outside_the_native_decline_to_the_twin():
+def test_cases_outside_the_native_decline_to_the_twin(monkeypatch):
     declines_cleanly(MODEL, "bpmf_fused_block")
+    # minibatches touching more rows than the measured limit decline (the twin is as fast there); SVRG runs
+    monkeypatch.setattr(_numba_fused_models, "BPMF_MAX_TOUCH", 0.5)
+    rng = backends.default_rng(0)
+    for est, ran in ((Minibatch(MODEL, 20), False), (ControlVariate(MODEL, 20, centre=np.zeros(MODEL.dim)), False),
+                     (SVRG(MODEL, 20), True)):
+        state = SGLD().init(rng, np.zeros((1, MODEL.dim)), est)
+        plan = _fused.plan(SGLD(), est, state.position)
+        z, idx = plan.draw(rng, 2, 1)
+        spec = {"x": state.position, "g": state.grad, "rho": None, "xi": None}
+        if est.name == "cv":
+            spec.update(centre=state.est_state.centre, centre_grad=state.est_state.centre_grad)
+        if est.name == "svrg":
+            spec.update(centre=state.est_state.snapshot, centre_grad=state.est_state.snapshot_grad, count=0)
+        out = plan.fast(plan._spec_model, plan._spec_smp, plan._spec_est, spec, [1e-3] * 2, z, idx, False)
+        assert (out is not NotImplemented) == ran

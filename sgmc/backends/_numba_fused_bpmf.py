@@ -10,7 +10,7 @@ sum, writes the estimate and zeroes the buffer again, accumulating the prior's p
 the means and log precisions on the way. The array-API path instead makes some fifteen passes over
 ``dim`` numbers (unpack, deviations, squares, products, concatenations, the scatter's copies).
 The element-wise expressions are the twin's, in its order; only the sums are accumulated in another
-order (the dot products of a rating's two rows with fast-math, as the per-step native does).
+order (the pass over the ratings is compiled with fast-math, as the per-step native's is).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _resid(th, pu, pv, d, rating, alpha):
     return alpha * (rating - s)
 
 
-@nb.njit(**_OPTS)
+@nb.njit(**_FAST)
 def lik_sum(users, items, ratings, alpha, n_users, d, th, ce, two, rows, acc):
     """``acc += sum_j g_j(th)`` (minus ``g_j(ce)`` with ``two``) over the ratings ``rows``; U, V rows only."""
     ov = n_users * d

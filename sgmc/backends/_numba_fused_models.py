@@ -12,9 +12,9 @@ the update of the estimate), with the sampler moves of :mod:`sgmc.backends._numb
 
 This module is a leaf: it imports no algorithm module, takes arrays and plain numbers, and returns
 ``NotImplemented`` for a case it does not take (another array type, float32, a size where the
-compiled block is not faster than the twin: see :data:`BNN_MAX_WORK`), so that the caller runs the
-twin. The compiled loops are imported on first use, and the switch of the other compiled paths
-(:func:`sgmc.backends._numba.set_enabled`, ``SGMC_NATIVE=0``) turns them off too.
+compiled block is not faster than the twin: see :data:`BNN_MAX_WORK`, :data:`BPMF_MAX_TOUCH`), so that
+the caller runs the twin. The compiled loops are imported on first use, and the switch of the other
+compiled paths (:func:`sgmc.backends._numba.set_enabled`, ``SGMC_NATIVE=0``) turns them off too.
 """
 
 from __future__ import annotations
@@ -31,10 +31,18 @@ _HIDDEN = {"softmax": 0, "sigmoid": 1, "tanh": 2}
 _LOADED: dict = {}
 _SWITCH: list = [[True]]  # the compiled paths' on/off switch, handed over by natives()
 
-#: Largest minibatch work ``n * n_inputs * n_hidden`` for which the BNN's compiled block runs. Above it
-#: the two BLAS products per layer are nearly all of an iteration, the same in both paths, and the
-#: compiled block measured no faster than the twin (docs/results/fused_models.json); it declines.
+#: Largest minibatch work ``n * n_inputs * n_hidden`` for which the BNN's compiled block runs. The block
+#: saves the element-wise passes and Python calls around the network's matrix products, which cost the
+#: same in both paths; it measured faster than the twin at every size measured (784-100-10 with n = 50
+#: and 500, docs/results/fused_models.json), so there is no limit. A limit set here makes it decline.
 BNN_MAX_WORK = float("inf")
+#: Largest ratio of the numbers a BPMF minibatch touches (``n d``, its U and V rows) to ``dim`` for which the
+#: compiled block runs with minibatch and control-variate estimates. The block saves the dense passes
+#: over ``dim`` numbers; the pass over the ratings costs the same in both paths, and at n d = 3 dim
+#: (n = 8,000 on MovieLens-100k) the compiled block measured no faster than the twin
+#: (docs/results/fused_models.json), so it declines there. SVRG's full-data refresh is faster
+#: compiled at every size measured, so SVRG blocks always run.
+BPMF_MAX_TOUCH = 1.0
 
 
 def _kernels(name: str) -> Any:
@@ -114,6 +122,8 @@ def bpmf_fused_block(model: dict, sampler: dict, estimator: dict, state: dict, h
     users, items, ratings = model["users"], model["items"], model["ratings"]
     if (s is None or not _f64(ratings) or not all(isinstance(a, np.ndarray) and a.dtype == np.int64
                                                    for a in (users, items))):
+        return NotImplemented
+    if estimator["name"] != "svrg" and idx.shape[3] * int(model["d"]) > BPMF_MAX_TOUCH * s["x"].shape[1]:
         return NotImplemented
     count = _kernels("bpmf").bpmf_block(
         np.ascontiguousarray(users), np.ascontiguousarray(items), np.ascontiguousarray(ratings),
