@@ -45,7 +45,7 @@ from .diagnostics.runaway import Runaway, RunawayChainWarning, find_runaway
 from .diagnostics.zero_variance import n_zv_features, zv_mean, zv_order_for
 from .estimators import ESTIMATORS
 from .models import Affine, LinearRegression, LogisticRegression, Model
-from .optimize import laplace
+from .optimize import _can_polish, laplace
 from .plot import _matplotlib, trace_plot
 from .run import SamplingInterruptedWarning, sample
 from .samplers import SAMPLERS
@@ -88,6 +88,9 @@ for _new, _old in _LIKE.items():
     MOMENTUM_FACTORS[_new] = MOMENTUM_FACTORS[_old]
 # Estimators that find the posterior mode first (their chains start there, so no burn-in).
 _CENTRED = ("cv", "ps", "cv-ps", "adaptive-cv", "adaptive-cv-ps")
+# Their optimiser steps without --burn-in where Newton steps with exact Hessians finish the search (the
+# GLMs up to sgmc.optimize.POLISH_MAX_DIM): a warm start for Newton, whose result does not depend on it.
+WARM_START_STEPS = 1_000
 MOMENTUM_SAMPLERS = ("sghmc", "sgnht", "sgrhmc")
 # What the command line runs: the GLM samplers (the recipe sampler needs D, SCIR a simplex model, SGRHMC
 # a constant or diagonal metric, the noise-corrected samplers the minibatch-noise estimator: use them
@@ -236,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: 20000; 2000 with --quick)")
     run.add_argument("--burn-in", type=_int_at_least(0), metavar="B",
                      help="iterations discarded; for the estimators that find the mode first (cv, ps, "
-                     "cv-ps, adaptive-cv, adaptive-cv-ps), optimiser steps instead (default: half of --iters)")
+                     "cv-ps, adaptive-cv, adaptive-cv-ps), optimiser steps instead (default: half of --iters; "
+                     "for those estimators at most 1000 Adam steps where Newton steps finish the search)")
     run.add_argument("--chains", type=_int_at_least(1), default=1, metavar="C", help="chains per method (default: 1)")
     run.add_argument("--seed", type=_int_at_least(0), default=0, metavar="S", help="seed for data and samplers (default: 0)")
     run.add_argument("--reference-iters", type=_int_at_least(10), metavar="R",
@@ -533,7 +537,7 @@ def _log_loss(problem: _Problem, draws: Any) -> float:
         draws = xp.take(draws, xp.asarray(pick, dtype=xp.int64, device=model.device), axis=0)
         k = LOG_LOSS_DRAWS
     if problem.kind == "logistic":
-        chunk = max(1, 4_000_000 // max(int(X.shape[0]), 1))
+        chunk = max(1, 250_000 // max(int(X.shape[0]), 1))  # a block of probabilities that stays in cache
         total = xp.zeros((X.shape[0],), dtype=model.dtype, device=model.device)
         for s in range(0, k, chunk):
             total = total + xp.sum(model.predict_proba(draws[s:min(s + chunk, k), :], X), axis=0)
@@ -549,6 +553,14 @@ def _method_seed(seed: int, label: str) -> np.random.SeedSequence:
     return np.random.SeedSequence(seed, spawn_key=(zlib.crc32(label.encode("utf-8")),))
 
 
+def _opt_steps(args, model: Any, burn: int) -> int:
+    """Optimiser steps of the estimators that find the mode: ``burn``, or a warm start where Newton finishes."""
+    steps = burn
+    if args.burn_in is None and _can_polish(model):  # Newton steps finish the search: a short warm start
+        steps = min(burn, WARM_START_STEPS)
+    return max(steps, 100)
+
+
 def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int, init: Any, seed) -> dict:
     """Run one method; its row, and its trace when it produced draws to report.
 
@@ -560,7 +572,7 @@ def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int,
     options = {}
     if method.estimator in _CENTRED:
         n_iter, burn_in, start = iters - burn, 0, None
-        options = {"opt_steps": max(burn, 100)}
+        options = {"opt_steps": _opt_steps(args, model, burn)}
     else:
         n_iter, burn_in, start = iters, burn, init
     row = {"method": method.label, "h": method.step_size}
@@ -856,7 +868,8 @@ def _run_command(args) -> int:
     print(f"sgmc run: {problem.description}")
     print(
         f"backend {be.name}; {args.chains} chain(s) per method; {iters} iterations "
-        f"per method ({burn} burn-in, or mode-search steps for cv); subsample n = {int(n_batch)}"
+        f"per method ({burn} burn-in; cv: {_opt_steps(args, model, burn)} mode-search steps, Newton steps where "
+        f"the model has Hessians, then {iters - burn} iterations); subsample n = {int(n_batch)}"
     )
     print()
     print(_format_table(rows, metric))

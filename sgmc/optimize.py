@@ -321,7 +321,8 @@ def warn_if_not_mode(model: Any, theta: Any, gap_tol: float = 1.0, how: str = ""
 def negative_hessian(model: Any, theta: Any, *, chunk_elements: int = 4_000_000) -> Array:
     """The precision -Hessian of log pi at ``theta`` (dim,), symmetrised: shape (dim, dim).
 
-    Exact per-datum likelihood Hessians (``hess_log_lik``, summed in chunks of at most
+    The model's summed likelihood Hessian (``hess_log_lik_sum``, the GLMs' one product with the data)
+    or its exact per-datum Hessians (``hess_log_lik``, summed in chunks of at most
     ``chunk_elements`` numbers) plus the prior's by central differences of its gradient; models
     without Hessians get central differences of the full gradient.
     """
@@ -329,7 +330,9 @@ def negative_hessian(model: Any, theta: Any, *, chunk_elements: int = 4_000_000)
     d = model.dim
     t = _start(model, theta, "theta")
     eye = xp.eye(d, dtype=model.dtype, device=model.device)
-    if provides(model, "hess_log_lik"):
+    if provides(model, "hess_log_lik_sum"):  # the sum without the per-datum matrices (the GLMs)
+        H = model.hess_log_lik_sum(t)[0, ...]
+    elif provides(model, "hess_log_lik"):
         rows = getattr(model, "stream_rows", None)  # data read from disk: a chunk no larger than a block
         if rows:
             chunk_elements = min(chunk_elements, rows * d)
@@ -339,6 +342,7 @@ def negative_hessian(model: Any, theta: Any, *, chunk_elements: int = 4_000_000)
             stop = min(start + chunk, model.n_data)
             idx = xp.reshape(xp.arange(start, stop, dtype=xp.int64, device=model.device), (1, -1))
             H = H + xp.sum(model.hess_log_lik(t, idx)[0, ...], axis=0)
+    if provides(model, "hess_log_lik_sum") or provides(model, "hess_log_lik"):
         eps = 1e-3
         gp = model.grad_log_prior(xp.concat([t + eps * eye, t - eps * eye], axis=0))
         H = H + (gp[:d, :] - gp[d:, :]).T / (2 * eps)

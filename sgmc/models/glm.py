@@ -220,6 +220,22 @@ class _GLM(Model):
         outer = Xb[..., :, None] * Xb[..., None, :]
         return -w[..., None, None] * outer
 
+    def hess_log_lik_sum(self, theta: Array) -> Array:
+        """The likelihood's Hessian summed over all data, ``-X^T diag(w) X`` per row of ``theta``: (chains, dim, dim).
+
+        What :meth:`hess_log_lik` gives summed over the data, from one product with ``X`` instead of
+        N outer products (:func:`sgmc.optimize.negative_hessian` uses it; data on disk go block by block).
+        """
+        xp = self.xp
+        theta = xp.reshape(theta, (-1, self.dim))
+        blocks = self.X.blocks() if isinstance(self.X, RowSource) else [(0, self.n_data, self.X)]
+        out = xp.zeros((theta.shape[0], self.dim, self.dim), dtype=self.dtype, device=self.device)
+        for start, stop, rows in blocks:
+            b = xp.asarray(rows, dtype=self.dtype)
+            w = self._terms(theta @ b.T, self.y[None, start:stop], want=(False, False, True))[2]
+            out = out - xp.stack([(b * w[c, :][:, None]).T @ b for c in range(theta.shape[0])])
+        return out
+
     def lipschitz(self, idx: Array | None = None) -> Array:
         xp = self.xp
         if isinstance(self.X, RowSource):  # data on disk: the rows asked for, or all of them in blocks
