@@ -20,7 +20,7 @@ import scipy.stats as st
 from sgmc.backends import default_rng
 from sgmc.clustering import (BlockedTState, StudentTMixtureModel, blocked_t_sweep, ep_gibbs_sweep, ep_init,
                              ep_step, naive_t_sweep, NaiveTState)
-from sgmc.clustering._special import digamma, lgamma, multidigamma, multigammaln, trigamma
+from sgmc.clustering._special import digamma, lgamma, multi_psi_pair, multidigamma, multigammaln, trigamma
 from sgmc.clustering.niw import from_params, to_params
 from sgmc.clustering.student_t import match_niw
 from sgmc.clustering.student_t_gibbs import naive_t_init, blocked_t_init
@@ -92,6 +92,10 @@ def test_special_functions_match_scipy():
     np.testing.assert_allclose(trigamma(x), sp.polygamma(1, x), rtol=1e-11)
     np.testing.assert_allclose(multigammaln(x + 2, 3), sp.multigammaln(x + 2, 3), rtol=1e-12)
     np.testing.assert_allclose(multidigamma(x + 2, 3), sum(sp.digamma(x + 2 - j / 2) for j in range(3)), rtol=1e-12)
+    for d in (1, 2, 3):
+        psi, psi1 = multi_psi_pair(x + 2, d)
+        np.testing.assert_allclose(psi, sum(sp.digamma(x + 2 - j / 2) for j in range(d)), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(psi1, sum(sp.polygamma(1, x + 2 - j / 2) for j in range(d)), rtol=1e-11)
 
 
 def test_match_niw_recovers_parameters_from_their_expected_statistics():
