@@ -103,6 +103,18 @@ def test_a_window_reads_only_its_rows(tmp_path, monkeypatch, name, p):
     assert sum(read) == len(times) * 8          # each time of a window (and its p lags) once
 
 
+def test_lagged_rows_of_a_series_on_disk_equal_the_lagged_series(tmp_path):
+    y = _series(m=2)
+    src = RowSource(_memmap(str(tmp_path), y), "y", layout="series")
+    lag = LaggedRows(src, 3)
+    lag.block_rows = 70                                      # several blocks, a ragged last one
+    want = ssm.arhmm.lagged(np, y, 3)
+    assert lag.shape == want.shape
+    np.testing.assert_array_equal(np.concatenate([b for _, _, b in lag.blocks()]), want)
+    idx = np.array([[0, 596, 5], [5, 5, 300]])
+    np.testing.assert_array_equal(lag.take(idx), want[idx.reshape(-1)])
+
+
 def test_the_exact_full_series_paths_say_they_need_the_series_in_memory(tmp_path):
     y = _series()
     mm = _memmap(str(tmp_path), y)
