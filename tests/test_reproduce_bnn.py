@@ -266,7 +266,7 @@ def test_reproduce_tiny_run_writes_outputs(tmp_path):
     from sgmc.experiments import reproduce
 
     res = reproduce("bnn-mnist", tmp_path, quick=True, progress=False, **_TINY)
-    for f in ("table_fig5.md", "table_fig5.csv", "fig5.png", "meta.json"):
+    for f in ("table_fig5.md", "table_fig5.csv", "fig5.png", "centre.md", "meta.json"):
         assert (tmp_path / f).stat().st_size > 0
     assert set(res["summary"]) == {"SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"}
     assert all(len(c["iterations"]) == 3 and c["iterations"] == [10, 20, 30] for c in res["curves"].values())

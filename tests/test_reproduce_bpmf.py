@@ -245,7 +245,7 @@ def test_reproduce_bpmf_tiny(tmp_path):
     out = tmp_path / "out"
     meta = reproduce("bpmf-movielens", out, quick=True, progress=False, path=str(tmp_path), folds=2, n_iter=40,
                      eval_every=10, sgd_iter=20, pilot_iter=10, d=3)
-    for f in ("fig6.png", "table_rmse.md", "table_rmse.csv", "fig6_rmse.csv", "pilot.md", "meta.json"):
+    for f in ("fig6.png", "table_rmse.md", "table_rmse.csv", "fig6_rmse.csv", "pilot.md", "centre.md", "meta.json"):
         assert (out / f).exists(), f
     notes = json.loads((out / "meta.json").read_text())["notes"]
     assert set(notes["step_sizes"]) == {"SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV"}

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..optimize import ModeNotFoundWarning, find_mode, mode_gap
+from ..optimize import ModeNotFoundWarning, find_mode, lbfgs, mode_gap
 
 __all__ = ["Conditional", "library_centre"]
 
@@ -70,8 +70,11 @@ class Conditional:
 
 
 def library_centre(model: Any, init: Any, rng: Any, *, n_steps: int, step_size: float | None = None,
-                   batch_size: Any = None) -> tuple[np.ndarray, dict]:
+                   batch_size: Any = None, polish_steps: int = 0) -> tuple[np.ndarray, dict]:
     """``find_mode(model, rng, init, n_steps=..., polish="lbfgs")`` and its check.
+
+    ``polish_steps`` more :func:`sgmc.optimize.lbfgs` steps continue the polish when find_mode's own
+    (at most 500) stop short of the tolerance (``lbfgs_steps`` in the report counts them).
 
     Returns the point and a dict: ``gap``, ``gap_kind``, ``grad_norm`` (from
     :func:`sgmc.optimize.mode_gap` with ``details=True``), ``grad_norm_rel`` (the norm over
@@ -83,6 +86,9 @@ def library_centre(model: Any, init: Any, rng: Any, *, n_steps: int, step_size: 
         warnings.simplefilter("always", ModeNotFoundWarning)
         theta = find_mode(model, rng, init, n_steps=n_steps, step_size=step_size, batch_size=batch_size,
                           polish="lbfgs", progress=False)
+        extra = 0
+        if polish_steps > 0:
+            theta, extra, _ = lbfgs(model, theta, max_steps=polish_steps)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     theta = np.asarray(theta)
     info = mode_gap(model, theta, details=True)
@@ -90,4 +96,4 @@ def library_centre(model: Any, init: Any, rng: Any, *, n_steps: int, step_size: 
     return theta, {"gap": info["gap"], "gap_kind": info["kind"], "grad_norm": info["grad_norm"],
                    "grad_norm_rel": info["grad_norm"] / max(1.0, logp),
                    "warned": any(issubclass(w.category, ModeNotFoundWarning) for w in caught),
-                   "cpu": cpu, "wall": wall}
+                   "lbfgs_steps": extra, "cpu": cpu, "wall": wall}
