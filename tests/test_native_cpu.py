@@ -195,9 +195,15 @@ def test_ksd_float32_and_large_dimension_take_the_right_path():
         _numba.set_enabled(old)
     assert a == pytest.approx(b, rel=1e-4)
     big = r.standard_normal((50, _numba.STEIN_MAX_DIM + 1))
+    # float32 problems above the pair loop's dimensions: the tiled path declines and the seam runs the twin
+    b32 = big.astype(np.float32)
+    st32 = _stein.make_stein(npx, b32, -b32, _stein.resolve_preconditioner(npx, b32, "med"), 1.0, -0.5, "joint")
+    assert stein_row_sums(npx, st32, 16, "upper") is NotImplemented
+    # float64: the tiled path runs
     st = _stein.make_stein(npx, big, -big, _stein.resolve_preconditioner(npx, big, "med"), 1.0, -0.5, "joint")
-    assert stein_row_sums(npx, st, 16, "upper") is NotImplemented  # declined: the seam runs the twin
-    assert float(_stein.row_sums(npx, st, 16, "upper")) == float(_stein.row_sums_twin(npx, st, 16, "upper"))
+    fast = _stein.row_sums(npx, st, 16, "upper")
+    assert fast == pytest.approx(float(_numba_stein.stein_tiles(st, "upper")), rel=0, abs=0)
+    assert fast == pytest.approx(float(_stein.row_sums_twin(npx, st, 16, "upper")), rel=1e-12)
 
 
 @pytest.mark.parametrize("scheme", ["systematic", "stratified", "multinomial", "residual"])
@@ -298,3 +304,32 @@ def test_compiled_code_loads_per_kernel_on_first_use():
                          env=dict(os.environ, SGMC_NATIVE="1"))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False", "systematic"]
+
+
+@pytest.mark.parametrize("kind", ["joint", "sum"])
+@pytest.mark.parametrize("beta", [-0.5, -0.3])
+@pytest.mark.parametrize("pre", ["med", "matrix"])
+@pytest.mark.parametrize("n", [1, 7, 300])
+def test_stein_tiled_path_equals_the_twin(kind, beta, pre, n, monkeypatch):
+    """The tiled path (products by the BLAS, one compiled pass per tile) against the twin, over several tiles."""
+    monkeypatch.setattr(_numba_stein, "STEIN_MAX_DIMS", {"joint": 0, "sum": 0})
+    monkeypatch.setattr(_numba_stein, "TILE_ROWS", 16)
+    monkeypatch.setattr(_numba_stein, "TILE_COLS", 40)  # tiles of unequal width, and a ragged last one
+    r = np.random.default_rng(4)
+    d = 6
+    x = r.standard_normal((n, d))
+    s = -x + 0.2 * r.standard_normal((n, d))
+    if pre == "matrix":
+        a = r.standard_normal((d, d))
+        spec = a @ a.T + d * np.eye(d)
+    else:
+        spec = "med" if n > 1 else None
+    st = _stein.make_stein(npx, x, s, _stein.resolve_preconditioner(npx, x, spec), 1.3, beta, kind)
+    for triangle in ("upper", "lower"):
+        twin = _stein.row_sums_twin(npx, st, 16, triangle)
+        fast = stein_row_sums(npx, st, 16, triangle)
+        assert fast is not NotImplemented and np.shape(fast) == np.shape(twin)
+        np.testing.assert_allclose(fast, twin, rtol=1e-11, atol=1e-12 * max(1.0, float(np.abs(twin).max())))
+    # the lower rows' running sums are the prefix V-statistics; their last is the upper total
+    lower = stein_row_sums(npx, st, 16, "lower")
+    np.testing.assert_allclose(np.sum(lower, axis=0), stein_row_sums(npx, st, 16, "upper"), rtol=1e-11)

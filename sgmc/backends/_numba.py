@@ -12,7 +12,9 @@ in the NumPy backend's ``native`` table under that function's name (:func:`sgmc.
 * ``"stein_row_sums"``: the pair sums of the IMQ Stein kernel (:mod:`sgmc.diagnostics._stein`), one
   fused loop over pairs instead of matrix products and elementwise passes over tiles; the loop body
   is generated for each dimension so that the compiler vectorises across columns. It runs only at
-  the small dimensions where it beats the twin (``_numba_stein.STEIN_MAX_DIMS``).
+  the small dimensions where it wins (``_numba_stein.STEIN_MAX_DIMS``); above them the tiled path
+  runs: the twin's matrix products called from a compiled loop over cache-sized tiles, the powers
+  of the kernel's quadratic form in one pass per tile instead of NumPy's separate passes.
 * ``"resample_systematic"``, ``"resample_stratified"``: the running sum and the counts in one pass,
   the ancestors in a second (marks and a running maximum, no data-dependent branch);
   ``"resample_multinomial"``: the sorted uniforms (the twin's O(N) order statistics, no sort) merged
@@ -39,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _numba_fused, _numba_fused_models, _numba_ssm, _numba_stein
+from . import _numba_fused, _numba_ssm, _numba_stein
 from ._native_switch import ON as _ON
 from ._native_switch import available, set_enabled
 from ._numba_stein import STEIN_MAX_DIM
@@ -290,7 +292,6 @@ def natives() -> dict:
     return {
         **_numba_ssm.natives(),  # "hmm_messages", "kalman_stats": the exact recursions of sgmc.ssm
         **_numba_fused.natives(_ON),  # "glm_fused_block": blocks of GLM sampler iterations (sgmc.samplers._fused)
-        **_numba_fused_models.natives(_ON),  # "bnn_fused_block", "bpmf_fused_block": the same for the BNN and BPMF
         "glm_grad_log_lik_sum": glm_grad_log_lik_sum,
         "glm_grad_log_lik_diff_sum": glm_grad_log_lik_diff_sum,
         "stein_row_sums": _numba_stein.stein_row_sums,

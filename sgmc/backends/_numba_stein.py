@@ -12,7 +12,9 @@ error model, so that the division carries no zero check and vectorises too). Blo
 the earlier columns in cache-sized tiles, and the blocks are handed to the threads from both ends
 so that the triangle's work is balanced. Each pair costs one square root and one division
 (beta = -1/2) and 8d + 13 further flops for the joint kind: the loop wins over the twin's matrix
-products only at small d, and declines above ``STEIN_MAX_DIMS``.
+products only at small d. Above ``STEIN_MAX_DIMS`` the tiled path (:func:`stein_tiles`) runs instead:
+the twin's matrix products called from a compiled loop over tiles, with the powers of B in one
+pass per tile.
 """
 
 from __future__ import annotations
@@ -27,11 +29,15 @@ __all__ = ["stein_row_sums", "STEIN_MAX_DIM"]
 
 #: Largest dimension the loop is generated for (a row lives in registers).
 STEIN_MAX_DIM = 32
-#: Largest dimension, per kind, at which the loop runs; above it the array-API twin is faster and the
-#: loop declines. The twin's pair terms are matrix products (the BLAS runs them near the core's peak)
-#: plus a few elementwise passes, while the loop pays every one of the 8 d + 13 flops of a pair, so
-#: it wins only where d is small (asv_benchmarks/native_cpu.py measures both; docs/performance.md).
-STEIN_MAX_DIMS = {"joint": 4, "sum": 2}
+#: Largest dimension, per kind, at which the pair loop runs; above it the tiled path runs (the twin's
+#: matrix products by the BLAS, the elementwise steps in one compiled pass per tile). The loop pays
+#: every one of the 8 d + 13 flops of a pair, the products run near the core's peak: measured on one
+#: pinned core (CPU time, n = 2000 and 20000, d = 1..6), the loop is 1.5-3x slower than the tiled
+#: path from d = 2 on, equal at d = 1 for the joint kind and 3-10 % faster at d = 1 for the sum kind.
+STEIN_MAX_DIMS = {"joint": 0, "sum": 1}
+#: For problems the tiled path declines (float32), the loop still runs up to these dimensions, where
+#: it was measured faster than the twin.
+STEIN_LOOP_DIMS_NO_TILES = {"joint": 4, "sum": 2}
 
 _KERNELS: dict = {}
 _FASTMATH = {"reassoc", "contract", "nsz"}  # reorders the sums over columns (rounding only)
@@ -133,15 +139,152 @@ def _kernel(kind: str, d: int, half: bool) -> Any:
     return k
 
 
+# -- the tiled path: the twin's matrix products, one compiled pass over each tile ---------------------
+
+#: Rows per block and columns per tile of the tiled path: two float64 tiles of 128 x 256 (512 KiB)
+#: stay in the core's level-2 cache between the products that read and write them.
+TILE_ROWS = 128
+TILE_COLS = 256
+
+
+def _tiled_source() -> str:
+    """The tile loop: B by one product, the powers of B in one pass, the contractions by products.
+
+    Per tile of rows [i0, i1) and columns [j0, j1): ``B = fb[rows] @ gb[cols].T`` (BLAS), then one
+    pass turns B into W = B^beta in place and writes W1 = W / B (and W2 = W1 / B, or only its row
+    sums), and ``W @ s``, ``W1 @ g1`` (``W2 @ g2``) are BLAS products added to the rows'
+    contractions with the tile's weight. The twin (:func:`sgmc.diagnostics._stein._contract`) runs
+    the same products, and the elementwise steps in separate NumPy passes over the tile. ``lower``
+    selects the per-row sums (columns below the block, twice, and the diagonal square with weights
+    2 below the diagonal, 1 on it, 0 above); otherwise the upper triangle (the square once, the
+    columns after it twice). ``half``: beta = -1/2, W = sqrt(1 / B).
+    """
+    return '''
+def tiles(fb, gb, S, G1, G2, half, beta, lower, block, chunk, h0, h1, h2, buf0, buf1, buf2, t0, t1, t2):
+    n = fb.shape[0]
+    d0 = S.shape[1]
+    d1 = G1.shape[1]
+    d2 = G2.shape[1]
+    sums = d2 == 0
+    nb_ = -beta
+    for i0 in range(0, n, block):
+        i1 = min(n, i0 + block)
+        r = i1 - i0
+        fbr = fb[i0:i1]
+        j0 = 0 if lower else i0
+        while j0 < n:
+            diag = j0 == i0
+            if lower:
+                j1 = i1 if diag else min(i0, j0 + chunk)
+            else:
+                j1 = i1 if diag else min(n, j0 + chunk)
+            m = j1 - j0
+            wgt = 1.0 if diag else 2.0
+            B = buf0[: r * m].reshape((r, m))
+            W1 = buf1[: r * m].reshape((r, m))
+            W2 = buf2[: r * m].reshape((r, m)) if not sums else buf2[:0].reshape((0, 0))
+            np.dot(fbr, gb[j0:j1].T, B)
+            for p in range(r):
+                acc = 0.0
+                for q in range(m):
+                    inv = 1.0 / B[p, q]
+                    w = math.sqrt(inv) if half else inv ** nb_
+                    if lower and diag:
+                        w *= 2.0 if q < p else (1.0 if q == p else 0.0)
+                    w1 = w * inv
+                    B[p, q] = w
+                    W1[p, q] = w1
+                    if sums:
+                        acc += w1 * inv
+                    else:
+                        W2[p, q] = w1 * inv
+                if sums:
+                    h2[i0 + p, 0] += wgt * acc
+            T0 = t0[: r * d0].reshape((r, d0))
+            T1 = t1[: r * d1].reshape((r, d1))
+            np.dot(B, S[j0:j1], T0)
+            np.dot(W1, G1[j0:j1], T1)
+            if not sums:
+                T2 = t2[: r * d2].reshape((r, d2))
+                np.dot(W2, G2[j0:j1], T2)
+            for p in range(r):
+                for k in range(d0):
+                    h0[i0 + p, k] += wgt * T0[p, k]
+                for k in range(d1):
+                    h1[i0 + p, k] += wgt * T1[p, k]
+                if not sums:
+                    for k in range(d2):
+                        h2[i0 + p, k] += wgt * T2[p, k]
+            if lower and diag:
+                break
+            j0 = j1
+            if lower and j0 >= i0:
+                j0 = i0
+'''
+
+
+def _tiled_kernel() -> Any:
+    k = _KERNELS.get("tiled")
+    if k is None:
+        import math
+
+        import numba as nb
+
+        scope: dict = {"np": np, "math": math}
+        exec(compile(_tiled_source(), "<sgmc stein tiles>", "exec"), scope)  # noqa: S102
+        # reassoc: the row sums of W2 and the tile's elementwise loop vectorise (rounding only)
+        k = nb.njit(fastmath=_FASTMATH, nogil=True, error_model="numpy")(scope["tiles"])
+        _KERNELS["tiled"] = k
+    return k
+
+
+def _c64(a: Any) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def stein_tiles(st: Any, triangle: str) -> Any:
+    """The pair sums by the tiled path (float64 problems on NumPy arrays), or ``NotImplemented``."""
+    if not isinstance(st.s, np.ndarray) or st.s.dtype != np.float64:
+        return NotImplemented
+    s = _c64(st.s)
+    n, d = s.shape
+    g2 = np.empty((n, 0)) if st.g2 is None else _c64(st.g2)
+    g1 = _c64(st.g1)
+    k0, k1, k2 = d, g1.shape[1], max(1, g2.shape[1])
+    h0, h1, h2 = np.zeros((n, k0)), np.zeros((n, k1)), np.zeros((n, k2))
+    rb, cb = TILE_ROWS, max(TILE_ROWS, TILE_COLS)
+    _tiled_kernel()(_c64(st.fb), _c64(st.gbt.T), s, g1, g2, bool(st.half), float(st.beta), triangle == "lower",
+                    rb, TILE_COLS, h0, h1, h2, np.empty(rb * cb), np.empty(rb * cb),
+                    np.empty(rb * cb if st.g2 is not None else 0), np.empty(rb * k0), np.empty(rb * k1),
+                    np.empty(rb * k2))
+    # the twin's _finish, for all rows at once
+    if st.kind == "joint":
+        rows = np.vecdot(s, h0) + np.vecdot(_c64(st.f1), h1)
+        rows += st.k2 * h2[:, 0] if st.f2 is None else np.vecdot(_c64(st.f2), h2)
+    else:
+        u, su, uu = st.u, st.su, st.uu
+        b2 = 2.0 * st.beta
+        b4 = -4.0 * st.beta * (st.beta - 1.0)
+        t1 = u * h1[:, :d] + s * h1[:, d: 2 * d] - h1[:, 2 * d: 3 * d] - su * h1[:, 3 * d:]
+        t2 = uu * h2[:, 2 * d:] - 2.0 * u * h2[:, :d] + h2[:, d: 2 * d]
+        rows = s * h0 + b2 * t1 + b4 * t2
+    return rows.sum(axis=0) if triangle == "upper" else rows
+
+
 def stein_row_sums(xp: Any, st: Any, block: int, triangle: str) -> Any:
     """Native twin of :func:`sgmc.diagnostics._stein.row_sums` on NumPy arrays (float64 sums).
 
-    ``block`` sizes the twin's tiles only. Dimensions above ``STEIN_MAX_DIMS[kind]`` (and problems
-    without the pair features) return ``NotImplemented``, and the caller runs the twin.
+    ``block`` sizes the twin's tiles only. Up to ``STEIN_MAX_DIMS[kind]`` the pair loop runs; above
+    it the tiled path (float64 problems; others return ``NotImplemented``, and the caller runs the
+    twin).
     """
-    if (not _ON[0] or st.pair is None or not isinstance(st.pair[0], np.ndarray)
-            or st.pair[0].shape[1] > min(STEIN_MAX_DIM, STEIN_MAX_DIMS.get(st.kind, 0))):
+    if not _ON[0] or st.pair is None or not isinstance(st.pair[0], np.ndarray):
         return NotImplemented
+    d = st.pair[0].shape[1]
+    if d > min(STEIN_MAX_DIM, STEIN_MAX_DIMS.get(st.kind, 0)):
+        got = stein_tiles(st, triangle)
+        if got is not NotImplemented or d > min(STEIN_MAX_DIM, STEIN_LOOP_DIMS_NO_TILES.get(st.kind, 0)):
+            return got
     x, u, c2, tr, diag = st.pair
     n, d = x.shape
     width = 1 if st.kind == "joint" else d
