@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .._distinct import complete_rows, oversample
+
 __all__ = ["fused_draws", "glm_centre_terms", "glm_fused_block", "natives"]
 
 _KINDS = {"logistic": 0, "linear": 1}
@@ -142,20 +144,27 @@ def glm_centre_terms(kind: str, X: Any, y: Any, centre: Any, param: float) -> An
 
 def fused_draws(rng: Any, iterations: int, n_normal: int, n_est: int, fresh: bool, chains: int, dim: int,
                 n_data: int, size: int, replace: bool) -> Any:
-    """The block's ``z`` and ``idx`` for minibatches drawn with replacement, straight from NumPy's generator.
+    """The block's ``z`` and ``idx``, straight from NumPy's generator, for sparse minibatches.
 
     The same calls in the same order as :meth:`sgmc.samplers._fused.FusedPlan.draw` (the normals of
-    ``rng.normal`` and the integers of the NumPy backend's ``subsample(..., replace=True)``), written
-    into the block's arrays without the per-draw wrappers. ``NotImplemented`` for draws without
-    replacement (the estimator's own draw runs) and for other generators.
+    ``rng.normal`` and the integers of the NumPy backend's ``subsample``), written into the block's
+    arrays without the per-draw wrappers. With replacement the integers are the minibatch; without,
+    each row's ``oversample(size, n_data)`` integers are drawn as ``subsample`` draws them and, after
+    the block's draws, one compiled pass over all of its rows keeps the first ``size`` distinct values
+    of each (rows short of them continue their own draws, as in ``subsample``), so the indices are
+    ``subsample``'s. ``NotImplemented`` for dense subsets (``size > n_data / 4``: the estimator's own
+    draw runs) and for other generators.
     """
     gen = getattr(rng, "numpy_generator", None)
-    if not replace or not isinstance(gen, np.random.Generator) or not _SWITCH[0][0]:
+    if not isinstance(gen, np.random.Generator) or not _SWITCH[0][0]:
         return NotImplemented
+    if not replace and (size == n_data or size * 4 > n_data):
+        return NotImplemented
+    m = size if replace else oversample(size, n_data)
     z = np.empty((iterations, n_normal, chains, dim))
-    idx = np.empty((iterations, n_est, chains, size), dtype=np.int64)
+    raw = np.empty((iterations, n_est, chains, m), dtype=np.int64)
     normal, integers = gen.standard_normal, gen.integers
-    count = chains * size
+    count = chains * m
     for t in range(iterations):
         j = 0
         if fresh:
@@ -163,8 +172,16 @@ def fused_draws(rng: Any, iterations: int, n_normal: int, n_est: int, fresh: boo
             j = 1
         for e in range(n_est):
             normal(out=z[t, j + e])
-            idx[t, e] = integers(0, n_data, size=count, dtype=np.int64).reshape(chains, size)
-    return z, idx
+            raw[t, e] = integers(0, n_data, size=count, dtype=np.int64).reshape(chains, m)
+    if replace:
+        return z, raw
+    flat = raw.reshape(-1, m)
+    rows = np.empty((flat.shape[0], size), dtype=np.int64)
+    ok = np.empty(flat.shape[0], dtype=np.bool_)
+    _jit().first_distinct(flat, size, n_data, rows, ok)
+    if not ok.all():
+        rows[~ok] = complete_rows(flat[~ok], size, n_data)
+    return z, rows.reshape(iterations, n_est, chains, size)
 
 
 def natives(switch: list) -> dict:

@@ -15,6 +15,7 @@ import numba as nb
 import numpy as np
 
 from ._numba_kernels import _dot, _resid  # the GLM residual and row product, shared with the per-step loop
+from ._numba_kernels import first_distinct  # noqa: F401  (the blocks' minibatches without replacement)
 
 _OPTS = {"nogil": True, "cache": True}
 # Sums over a row's coordinates may be reordered (vectorised); the updates below are not.
