@@ -11,7 +11,12 @@ set size (``ru_maxrss``) at its end:
 * ``compiled, empty cache``: the same with an empty cache directory, so that LLVM compiles the kernel
   in the process.
 
-The differences to ``numpy`` are what Numba adds. The table goes to
+The differences to ``numpy`` are what Numba adds. A second table, ``floor``, measures what Numba costs
+without sgmc, in bare processes that import only NumPy and then, step by step, ``llvmlite.binding``
+(the LLVM library), ``numba``, Numba's runtime (the reference counting that any kernel taking arrays
+needs, compiled by LLVM when it starts), and the smallest kernels loaded from the cache: one on
+scalars, one on arrays, and the array one with the cache loader's registry refresh skipped (what
+loading machine code "without the typing machinery" could save at most). Both tables go to
 ``docs/results/native_memory.json``, which docs/performance.md renders.
 
 Usage (from the repository root)::
@@ -55,6 +60,64 @@ def _peak(native: bool, import_numba: bool, cache_dir: str | None) -> tuple[floa
     return float(mib), loaded == "True"
 
 
+KERNELS = """
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def scalar(x):
+    return x + 1
+
+
+@numba.njit(cache=True)
+def array(x, out):
+    for i in range(x.shape[0]):
+        out[i] = 2.0 * x[i]
+    return out[: x.shape[0]].sum()
+"""
+
+FLOOR = [
+    ("python + numpy", "import numpy"),
+    ("+ import llvmlite.binding", "import numpy, llvmlite.binding"),
+    ("+ import numba", "import numpy, numba"),
+    ("+ Numba's runtime started (NRT)", "import numpy, numba\nfrom numba.core.registry import cpu_target\n"
+     "from numba.core.runtime import nrt\nnrt.rtsys.initialize(cpu_target.target_context)"),
+    ("+ one cached kernel on scalars", "import numpy, _nrk\n_nrk.scalar(1)"),
+    ("+ one cached kernel on arrays", "import numpy as np, _nrk\n_nrk.array(np.ones(8), np.empty(8))"),
+    ("+ one cached kernel on arrays, registry refresh skipped",
+     "import numpy as np, _nrk\nfrom numba.core.runtime import nrt\nc = _nrk.array._cache\n"
+     "def load(sig, ctx):\n    nrt.rtsys.initialize(ctx)\n    return c._load_overload(sig, ctx)\n"
+     "c.load_overload = load\n_nrk.array(np.ones(8), np.empty(8))"),
+]
+
+
+def _bare_peak(code: str, path: str) -> float:
+    env = dict(os.environ, NUMBA_CACHE_DIR=os.path.join(path, "cache"), PYTHONPATH=path, OMP_NUM_THREADS="1",
+               OPENBLAS_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    code += "\nimport resource\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, cwd=path)
+    return float(out.stdout.split()[-1])
+
+
+def floor(reps: int) -> tuple[list, dict]:
+    """Peak RSS of bare processes: NumPy, then LLVM, Numba, its runtime, and the smallest cached kernels."""
+    path = tempfile.mkdtemp(prefix="sgmc-numba-floor-")
+    with open(os.path.join(path, "_nrk.py"), "w") as f:
+        f.write(KERNELS)
+    _bare_peak(FLOOR[4][1] + "\n" + FLOOR[5][1].replace("import numpy as np, _nrk", "import numpy as np"), path)
+    rows, raw = [], {}
+    base = None
+    for name, code in FLOOR:
+        vals = [_bare_peak(code, path) for _ in range(reps)]
+        med = statistics.median(vals)
+        base = med if base is None else base
+        raw[name] = vals
+        rows.append([name, med, med - base])
+        print(f"{name:58s} {med:7.1f} MiB  (+{med - base:.1f})")
+    return rows, raw
+
+
 def main() -> int:
     reps = 3
     warm = tempfile.mkdtemp(prefix="sgmc-numba-cache-")
@@ -77,7 +140,13 @@ def main() -> int:
                            "formats": [None, ".1f", ".1f"],
                            "notes": f"Median of {reps} fresh processes each; systematic resampling of 4 x 1000 "
                                     "weights, one thread."}}
-    print("wrote", write_results("native_memory", tables, extra={"raw_mib": raw}, packages=["numba", "llvmlite"]))
+    frows, fraw = floor(reps)
+    tables["floor"] = {"columns": ["bare process", "peak RSS, MiB", "over NumPy only, MiB"], "rows": frows,
+                       "formats": [None, ".1f", ".1f"],
+                       "notes": f"Median of {reps} fresh processes each, without sgmc; the kernels' machine "
+                                "code comes from Numba's on-disk cache (warmed first)."}
+    print("wrote", write_results("native_memory", tables, extra={"raw_mib": raw, "floor_raw_mib": fraw},
+                                 packages=["numba", "llvmlite"]))
     return 0
 
 
