@@ -113,3 +113,21 @@ def test_fused_run_reads_the_init_table_not_a_second_pass(kind, monkeypatch):
 
     monkeypatch.setattr(kern, "centre_resid", second_pass)
     np.testing.assert_allclose(run(), ref, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["logistic", "linear"])
+@pytest.mark.parametrize("batch", [1, 63, 64, 65, 200])
+@pytest.mark.parametrize("d", [3, 40])
+def test_compiled_difference_loop_equals_the_twin_across_blocks(kind, batch, d, monkeypatch):
+    # the loop takes DIFF_BLOCK rows at a time: batches below, at and across a block boundary
+    monkeypatch.setattr(_numba, "GLM_MIN_DIM", 0)
+    model, X, y = _problem(kind, 500, d)
+    r = np.random.default_rng(4)
+    theta = 2.0 * r.normal(size=(3, d)) / np.sqrt(d)
+    centre = theta + 0.2 * r.normal(size=theta.shape)
+    idx = r.integers(0, 500, (3, batch))
+    for w in (None, r.random((3, batch))):
+        fast = _numba.glm_grad_log_lik_diff_sum(kind, X, y, theta, centre, idx, w, model._native_param)
+        assert fast is not NotImplemented
+        twin = model._grad_diff_sum(theta, centre, idx, w)
+        np.testing.assert_allclose(fast, twin, rtol=1e-12, atol=1e-12 * (np.abs(twin).max() + 1.0))

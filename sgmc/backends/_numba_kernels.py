@@ -63,25 +63,55 @@ def glm_chains(kind, X, y, theta, idx, w, has_w, param, out):
             _axpy(out[c], r[b], X, idx[c, b])
 
 
+#: Minibatch rows per block of :func:`glm_chains_diff`: the block's copy of its rows stays in the
+#: first-level cache (at d = 100, 64 rows are 50 KB) between the products and the sums.
+DIFF_BLOCK = 64
+
+
+@nb.njit(**_FAST)
+def _gather_dot2(X, idx, c, start, stop, th, ce, buf, eta, eta0):
+    """Copy the rows ``idx[c, start:stop]`` into ``buf`` and take both products, one read of each row of X."""
+    for b in range(start, stop):
+        row = idx[c, b]
+        a = 0.0
+        a0 = 0.0
+        for m in range(X.shape[1]):
+            v = X[row, m]
+            buf[b - start, m] = v
+            a += v * th[m]
+            a0 += v * ce[m]
+        eta[b - start] = a
+        eta0[b - start] = a0
+
+
 @nb.njit(**_FAST)
 def glm_chains_diff(kind, X, y, theta, centre, idx, w, has_w, param, out):
-    """The control-variate difference sum_b w (r(x . theta) - r(x . centre)) x, each row read once."""
+    """The control-variate difference sum_b w (r(x . theta) - r(x . centre)) x, each row of X read once.
+
+    Per chain, blocks of ``DIFF_BLOCK`` minibatch rows: the rows are copied into a small contiguous
+    buffer while both products are taken (the only read of X), the residual differences (the exps)
+    follow in a loop of their own over the block's contiguous products, and the sum is taken from the
+    buffer. ``y`` cancels in the difference, as in the twin.
+    """
     n = idx.shape[1]
-    r = np.empty(n, dtype=np.float64)
-    r0 = np.empty(n, dtype=np.float64)
+    d = X.shape[1]
+    buf = np.empty((DIFF_BLOCK, d), dtype=np.float64)
+    eta = np.empty(DIFF_BLOCK, dtype=np.float64)
+    eta0 = np.empty(DIFF_BLOCK, dtype=np.float64)
     for c in range(idx.shape[0]):
         th = theta[c]
         ce = centre[c]
-        for b in range(n):
-            row = idx[c, b]
-            r[b] = _dot(X, row, th)
-            r0[b] = _dot(X, row, ce)
-        for b in range(n):
-            yb = y[idx[c, b]]
-            v = _resid(kind, r[b], yb, param) - _resid(kind, r0[b], yb, param)
-            r[b] = v * w[c, b] if has_w else v
-        for b in range(n):
-            _axpy(out[c], r[b], X, idx[c, b])
+        acc = out[c]
+        for start in range(0, n, DIFF_BLOCK):
+            stop = min(start + DIFF_BLOCK, n)
+            _gather_dot2(X, idx, c, start, stop, th, ce, buf, eta, eta0)
+            for b in range(stop - start):
+                v = _resid(kind, eta[b], 0.0, param) - _resid(kind, eta0[b], 0.0, param)
+                eta[b] = v * w[c, start + b] if has_w else v
+            for b in range(stop - start):
+                v = eta[b]
+                for m in range(d):
+                    acc[m] += v * buf[b, m]
 
 
 @nb.njit(**_OPTS)
