@@ -272,7 +272,7 @@ def run(ctx: Context) -> dict:
         ctx.status(f"centre: find_mode, {sgd_iter} Adam steps and the L-BFGS polish in {sgd_seconds:.1f} s, "
                    f"|grad| {info['grad_norm']:.3g}, test log-loss {sgd_loss:.3f}")
         ctx.notes["sgd_log_loss"] = sgd_loss
-        ctx.notes["centre"] = info
+        ctx.notes["centre"] = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in info.items()}
         centre_rows = [["find_mode on the weights given lambda = 1, L-BFGS polish (the protocol)", info["grad_norm"],
                         info["grad_norm_rel"], info["gap_kind"], sgd_loss, info["cpu"]]]
         if bool(ctx.option("joint_control", True)):
