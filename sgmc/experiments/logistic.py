@@ -16,7 +16,7 @@ installed (``pip install "sgmc[reproduce]"``); without it those columns are dash
 
 Options (``reproduce(..., dims=(10,), n=..., ...)``): ``dims``, ``n`` (N), ``iters``, ``sgd_steps``,
 ``keep`` (draws scored), ``pilot_iters``, ``grid`` (multipliers of the base step), ``nuts`` (False
-skips NUTS and ADVI), ``nuts_warmup``, ``nuts_draws``, ``advi_steps``, ``controls`` (False skips
+skips NUTS and ADVI), ``nuts_warmup``, ``nuts_draws``, ``advi_steps``, ``advi_lr`` (Adam's rate), ``controls`` (False skips
 the control runs), ``columns`` (the columns to
 run, for example ``NUTS,ADVI``; the others are left empty). Every column draws from its own seed, so a
 column run alone equals the same column of a whole run, and columns can run in separate processes.
@@ -36,10 +36,10 @@ from ._output import Context, Experiment
 
 FULL = {"dims": (10, 50, 100), "n": 100_000, "iters": 20_000, "sgd_steps": 10_000, "keep": 1000,
         "pilot_iters": 2000, "grid": (0.1, 0.3, 1.0, 3.0, 10.0), "nuts": True, "nuts_warmup": 1000, "nuts_draws": 1000,
-        "advi_steps": 10_000, "controls": True}
+        "advi_steps": 10_000, "advi_lr": 0.02, "controls": True}
 QUICK = {"dims": (10,), "n": 5_000, "iters": 2_000, "sgd_steps": 1_000, "keep": 500, "pilot_iters": 300,
          "grid": (0.3, 1.0, 3.0, 10.0), "nuts": True, "nuts_warmup": 200, "nuts_draws": 300, "advi_steps": 2000,
-         "controls": True}
+         "advi_lr": 0.02, "controls": True}
 
 # The paper's Table 2 (time in minutes), verbatim.
 PAPER_COLUMNS = ["Metric", "d", "STAN", "SGLD", "SGLDCV", "SGHMC", "SGHMCCV", "SGNHT", "SGNHTCV", "ULA", "ADVI"]
@@ -132,7 +132,7 @@ def run_dim(ctx: Context, cfg: dict, dim: int, reference) -> dict:
         out["NUTS"] = {"time": r["time"], "cpu": r["cpu"], "log_loss": loss, "ksd": k_, "ksd_thin": k_}
     if reference is not None and "ADVI" in cfg["columns"]:
         ctx.status(f"d = {dim}: ADVI ({cfg['advi_steps']} steps) ...")
-        r = advi(problem, cfg["advi_steps"], cfg["keep"], int(seeds[-1].generate_state(1)[0]))
+        r = advi(problem, cfg["advi_steps"], cfg["keep"], int(seeds[-1].generate_state(1)[0]), lr=float(cfg["advi_lr"]))
         loss, k_ = metrics(problem, r["draws"])
         out["ADVI"] = {"time": r["time"], "cpu": r["cpu"], "log_loss": loss, "ksd": k_, "ksd_thin": k_}
         sd = np.asarray(r["draws"]).std(axis=0)
