@@ -131,3 +131,27 @@ def test_compiled_difference_loop_equals_the_twin_across_blocks(kind, batch, d, 
         assert fast is not NotImplemented
         twin = model._grad_diff_sum(theta, centre, idx, w)
         np.testing.assert_allclose(fast, twin, rtol=1e-12, atol=1e-12 * (np.abs(twin).max() + 1.0))
+
+
+def test_prepare_takes_the_centre_gradient_once_and_counts_it_once(monkeypatch):
+    model, X, y = _problem("logistic", 3000, 4)
+    calls = []
+    real = cvmod._centre_terms
+
+    def counting(m, c):
+        calls.append(1)
+        return real(m, c)
+
+    def run():
+        est = ControlVariate(model, 60, opt_steps=200)
+        return sgmc.sample(model, "sgld", est, step_size=1e-4, n_iter=30, chains=2, group_size=1, rng=5,
+                           progress=False)
+
+    monkeypatch.setattr(cvmod, "_centre_terms", counting)
+    tr = run()
+    assert len(calls) == 1  # the check's gradient, both chain groups' init and the blocks' table: one pass
+    monkeypatch.setattr(cvmod, "_centre_terms", lambda m, c: None)  # the model's own gradients: no sharing
+    ref = run()
+    # the same centre and draws; one pass fewer (the check's gradient and init's were two passes)
+    np.testing.assert_allclose(tr.draws, ref.draws, rtol=0, atol=1e-9)
+    assert float(tr.info["setup_data_passes"]) == pytest.approx(float(ref.info["setup_data_passes"]) - 1.0, abs=1e-12)

@@ -149,6 +149,7 @@ class ControlVariate(Estimator):
         self.centre = None if centre is None else self._check_centre(centre)
         self.init_cost = float(model.n_data)
         self._info = EstimateInfo(2 * self.batch_size, self.batch_size)
+        self._terms = None  # (gradient, residual table) at the centre when prepare computed them
 
     def _check_centre(self, centre: Any) -> Array:
         m = self.model
@@ -179,7 +180,9 @@ class ControlVariate(Estimator):
         a :class:`sgmc.ModeNotFoundWarning`. The cost counts the optimiser's minibatches, the
         passes through the data of the Newton steps (gradients, Hessians, every log density of their
         line search) and the passes
-        of the check (:func:`sgmc.optimize.mode_gap_cost`).
+        of the check (:func:`sgmc.optimize.mode_gap_cost`). Where the backend sets a centre up in one
+        pass (``"glm_centre_terms"``), that pass gives the check its gradient and ``init`` its
+        gradient and residual table: it is counted once, here, and ``init`` then makes no pass.
         """
         est, cost = self, 0.0
         if self.centre is None:
@@ -198,9 +201,20 @@ class ControlVariate(Estimator):
                     mode = polished
                 cost += float(passes[0]) * m.n_data
                 how += f" and {steps} Newton steps"
-            warn_if_not_mode(m, mode, 1.0, how)
-            cost += mode_gap_cost(m) * m.n_data
+            # the gradient at the centre once: for the check here and for init (with its residual table)
+            terms = _centre_terms(m, mode)
+            grad = None
+            if terms is not None:
+                grad = m.grad_log_prior(m.xp.reshape(mode, (1, -1))) + terms[0]
+            warn_if_not_mode(m, mode, 1.0, how, grad=grad)
+            gap_passes = mode_gap_cost(m)
             est = self.with_centre(mode)
+            if terms is not None and gap_passes >= 1.0:
+                gap_passes -= 1.0  # the check took the gradient from the pass counted here
+                cost += m.n_data  # that pass, which init then does not make
+                est._terms = terms
+                est.init_cost = max(0.0, est.init_cost - m.n_data)
+            cost += gap_passes * m.n_data
         start = self.model.xp.broadcast_to(est.centre, tuple(position.shape))
         return Prepared(est, start, cost)
 
@@ -213,7 +227,9 @@ class ControlVariate(Estimator):
             )
             raise ValueError(msg)
         xp = self.model.xp
-        terms = _centre_terms(self.model, self.centre)
+        terms = getattr(self, "_terms", None)  # (absent from estimators stored by older versions)
+        if terms is None:
+            terms = _centre_terms(self.model, self.centre)
         if terms is None:
             return ControlVariateState(self.centre, self.model.grad_log_lik_sum(xp.reshape(self.centre, (1, -1))))
         grad, table = terms  # one pass: the gradient, and the residuals the fused blocks read
