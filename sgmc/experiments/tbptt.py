@@ -27,7 +27,7 @@ reached by a few training times, mean (sd) over seeds), ``runs`` (one row per me
 Options (``reproduce("tbptt-copy", out, **options)``): ``t_train``, ``t_eval``, ``m`` (an int or
 ``"variable"``), ``hidden``, ``layers``, ``embed``, ``batch``, ``lr``, ``ks``, ``deltas``, ``window``,
 ``n_starts``, ``k0``, ``k_min``, ``k_max``, ``epochs``, ``max_time`` (seconds per run), ``clock``,
-``clip_sum``, ``weight_decay``, ``seeds``, ``cores`` (CPU ids, one worker process each; ``()`` runs in
+``clip_sum``, ``weight_decay``, ``optimizer`` ("sgd" or "adam"), ``scale_lr`` (the sqrt(K) factor), ``seeds``, ``cores`` (CPU ids, one worker process each; ``()`` runs in
 this process), ``threads`` (torch threads per run, 1 by default), ``full_epochs`` and ``full_inits``
 (the training length, 210 epochs, and the 9 initialisations of the thesis's published scripts, for
 the ``cost`` table's projection).
@@ -105,6 +105,7 @@ def _train_one(job: dict) -> dict:
             delta=setting if adaptive else 0.5, k0=int(opt["k0"]), k_min=int(opt["k_min"]), k_max=int(opt["k_max"]),
             window=int(opt["window"]), n_starts=int(opt["n_starts"]), batch_size=int(opt["batch"]), lr=job["lr"],
             epochs=int(opt["epochs"]), clip_sum=job["clip_sum"], weight_decay=job["weight_decay"],
+            optimizer=job["optimizer"], scale_lr=job["scale_lr"],
             max_time=float(opt["max_time"]), clock=job["clock"],
             generator=torch.Generator().manual_seed(job["seed"] + 1000))
     finally:
@@ -166,7 +167,8 @@ def run(ctx: Context) -> dict:
     cores = tuple(int(c) for c in opt["cores"])
     methods = [(f"K = {int(k)}", int(k)) for k in opt["ks"]] + [(f"delta = {float(d)}", float(d)) for d in opt["deltas"]]
     jobs = [{"label": label, "setting": setting, "seed": ctx.seed + s, "data_seed": ctx.seed, "opt": opt, "lr": lr,
-             "clip_sum": clip_sum, "weight_decay": weight_decay, "threads": threads, "clock": clock}
+             "clip_sum": clip_sum, "weight_decay": weight_decay, "threads": threads, "clock": clock,
+             "optimizer": str(ctx.option("optimizer", "sgd")), "scale_lr": bool(ctx.option("scale_lr", True))}
             for s in seeds for label, setting in methods]
     resume = ctx.option("resume", None)
     results = _run_all(ctx, jobs, cores, None if resume is None else str(resume))
@@ -245,7 +247,8 @@ def run(ctx: Context) -> dict:
                f"S = {opt['n_starts']}, K0 = {opt['k0']}, K in [{opt['k_min']}, {opt['k_max']}]; budget {budget:g} s of "
                f"training ({clock} time) per run, at most {opt['epochs']} epochs; seeds {len(seeds)}; {threads} torch "
                f"thread(s), one core per run")
-    ctx.notes.update({"setting": setting, "lr": lr, "clip_sum": clip_sum, "weight_decay": weight_decay, "threads": threads,
+    ctx.notes.update({"setting": setting, "lr": lr, "optimizer": str(ctx.option("optimizer", "sgd")),
+                      "scale_lr": bool(ctx.option("scale_lr", True)), "clip_sum": clip_sum, "weight_decay": weight_decay, "threads": threads,
                       "clock": clock, **{k: (list(v) if isinstance(v, tuple) else v) for k, v in opt.items()}})
     ctx.write_table("summary", ["method", "seeds", "epochs", "train CPU s", "train wall s", "K used",
                                 "best valid PPL mean (sd)", "test PPL at best valid mean (sd)", "min best valid",
