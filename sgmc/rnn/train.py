@@ -103,8 +103,7 @@ def train_tbptt(model: RecurrentModel, train: tuple, valid: tuple | None = None,
         Clip the gradient of the *sum* of each chunk's losses to this norm: the gradient of the mean of
         the chunk's K2 losses is clipped to ``clip_sum / K2``, so the bound on a step, ``lr sqrt(K)
         clip_sum / K``, shrinks as K grows. The published code of the thesis's experiments clips this
-        way with ``clip_sum = 1`` (the thesis's text does not mention clipping); without it, SGD at the
-        thesis's learning rate stays on the copy task's plateau (docs/tbptt.md).
+        way with ``clip_sum = 1`` (the thesis's text does not mention clipping).
     weight_decay : float
         L2 penalty added to the gradient by the optimiser (1e-5 in the thesis's published code).
     scale_lr : bool
