@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _numba_fused, _numba_ssm, _numba_stein
+from . import _numba_fused, _numba_fused_models, _numba_ssm, _numba_stein
 from ._native_switch import ON as _ON
 from ._native_switch import available, set_enabled
 from ._numba_stein import STEIN_MAX_DIM
@@ -292,6 +292,7 @@ def natives() -> dict:
     return {
         **_numba_ssm.natives(),  # "hmm_messages", "kalman_stats": the exact recursions of sgmc.ssm
         **_numba_fused.natives(_ON),  # "glm_fused_block": blocks of GLM sampler iterations (sgmc.samplers._fused)
+        **_numba_fused_models.natives(_ON),  # "bnn_fused_block", "bpmf_fused_block": the same for the BNN and BPMF
         "glm_grad_log_lik_sum": glm_grad_log_lik_sum,
         "glm_grad_log_lik_diff_sum": glm_grad_log_lik_diff_sum,
         "stein_row_sums": _numba_stein.stein_row_sums,
