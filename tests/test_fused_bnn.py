@@ -9,13 +9,17 @@ from _fused_cases import (ESTIMATORS, SAMPLERS, declines_cleanly, native_equals_
                           run_equals_loop)
 from sgmc import backends
 from sgmc._dispatch import native
+from sgmc.backends import _numba
 from sgmc.backends import _numba_fused_models
 from sgmc.estimators import Minibatch
 from sgmc.models import BayesianNeuralNetwork
 from sgmc.samplers import SGLD, _fused
 
-pytestmark = pytest.mark.skipif(native(backends.get_backend("numpy").xp, "bnn_fused_block") is None,
-                                reason="the fused native needs Numba (and SGMC_NATIVE not 0)")
+pytestmark = pytest.mark.skipif(not _numba.available(), reason="the fused native needs Numba (and SGMC_NATIVE not 0)")
+
+
+def test_the_native_is_registered():
+    assert native(backends.get_backend("numpy").xp, "bnn_fused_block") is not None
 
 _R = np.random.default_rng(0)
 X, Y = _R.random((200, 6)), _R.integers(0, 3, 200)
