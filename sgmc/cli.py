@@ -803,11 +803,12 @@ def _run_command(args) -> int:
     t0 = time.perf_counter()
     nb = args.batch_size
     nb = max(1, min(model.n_data, int(nb * model.n_data) if isinstance(nb, float) else int(nb)))
-    problem.mode, problem.precision, n_newton = laplace(model, mode_rng, batch_size=nb,
+    problem.mode, problem.precision, n_newton = laplace(model, mode_rng, batch_size=nb, n_steps=WARM_START_STEPS,
                                                         progress=not args.no_progress)
     eig = backends.to_numpy(model.xp.linalg.eigvalsh(problem.precision))
     problem.lambda_max = float(eig[-1])
-    mode_note = f"mode by Adam (2000 steps) and {n_newton} Newton steps with exact Hessians, {time.perf_counter() - t0:.1f} s"
+    mode_note = (f"mode by Adam ({WARM_START_STEPS} steps) and {n_newton} Newton steps with exact Hessians, "
+                 f"{time.perf_counter() - t0:.1f} s")
     if problem.kind == "linear":
         mean, _ = model.posterior()
         problem.reference_mean = backends.to_numpy(mean)
