@@ -6,7 +6,10 @@ a block of iterations of SGLD, SGHMC or SGNHT, each gradient estimate (minibatch
 SVRG) a pass over the minibatch rows that reads each row of ``X`` once for both its product and its
 contribution to the sum, in one compiled loop: no Python call per iteration and no temporary arrays.
 The stream layout of the random numbers (what ``z`` and ``idx`` hold) is documented in
-:mod:`sgmc.samplers._fused`.
+:mod:`sgmc.samplers._fused`. Two more natives serve the blocks: ``"glm_fused_draws"`` fills a
+block's random numbers straight from NumPy's generator (the same values as the estimators' draws),
+and ``"glm_centre_terms"`` sets a fixed control-variate centre up in one pass over the data (the
+full-data gradient there and the residual table the blocks read).
 
 This module is a leaf: it imports no algorithm module, takes arrays and plain numbers, and returns
 ``NotImplemented`` for a case it does not take (another array type, float32), so that the caller runs
