@@ -8,8 +8,10 @@ place, the products ``W @ s`` (d columns) and ``W1 @ g1`` (2 d + 2 columns), and
 time, one pinned core, one BLAS thread), divides by the tile's pairs, and sets the sum beside the
 whole NumPy path, the tiled compiled path (natives on) and the bound: ``8 d + 15`` operations per pair
 (the division and the square root counted as one each) at the speed of a large float64 matrix
-product, as in ``native_cpu.py``. The tables go to ``docs/results/ksd_parts.json``, which
-docs/performance.md renders.
+product, as in ``native_cpu.py``. A third table, ``loop_vs_tiled``, times the two compiled paths,
+the pair loop and the tiled path, at d = 1 to 6 for both kinds (n = 2,000 and 20,000): where the loop
+is faster is where the library runs it (``_numba_stein.STEIN_MAX_DIMS``). The tables go to
+``docs/results/ksd_parts.json``, which docs/performance.md renders.
 
 Usage (from the repository root)::
 
@@ -115,7 +117,35 @@ def main(argv=None) -> int:
              ["arithmetic bound", bound]]
     for p in paths:
         p.append(p[1] / bound)
+    dims = []
+    for n, reps in [(2000, 5), (20_000, 2)]:
+        for kind in ("joint", "sum"):
+            for dd in (1, 2, 3, 4, 6):
+                xs = np.random.default_rng(1).standard_normal((n, dd))
+                sd = _stein.make_stein(npx, xs, -xs, _stein.resolve_preconditioner(npx, xs, "med"), 1.0, -0.5, kind)
+
+                def best(fn, reps=reps):
+                    fn()
+                    out = float("inf")
+                    for _ in range(reps):
+                        with Clock() as c:
+                            fn()
+                        out = min(out, c.cpu)
+                    return out
+
+                old = _numba_stein.STEIN_MAX_DIMS
+                _numba_stein.STEIN_MAX_DIMS = {"joint": _numba_stein.STEIN_MAX_DIM, "sum": _numba_stein.STEIN_MAX_DIM}
+                try:
+                    loop = best(lambda: _numba_stein.stein_row_sums(npx, sd, 128, "upper"))
+                finally:
+                    _numba_stein.STEIN_MAX_DIMS = old
+                tiled = best(lambda: _numba_stein.stein_tiles(sd, "upper"))
+                dims.append([n, kind, dd, loop * 1e3, tiled * 1e3, loop / tiled])
     tables = {
+        "loop_vs_tiled": {"columns": ["n", "kind", "d", "pair loop, CPU ms", "tiled path, CPU ms", "loop / tiled"],
+                          "rows": dims, "formats": [None, None, None, ".1f", ".1f", ".2f"],
+                          "notes": "beta = -1/2, scalar preconditioner, upper triangle; best of 5 (n = 2000) or "
+                                   "2 (n = 20000) runs, CPU time, one thread."},
         "steps": {"columns": ["step of one 128 x 256 tile", "ns per pair", "flops per pair", "GFLOP/s"],
                   "rows": rows, "formats": [None, ".3f", None, ".1f"],
                   "notes": f"d = {d}, beta = -1/2, joint kind, scalar preconditioner; best of 5 x 200 calls, "
