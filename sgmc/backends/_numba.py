@@ -213,6 +213,19 @@ def resample_stratified(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     return out
 
 
+_RANKS: list = []
+
+
+def _ranks(n: int) -> np.ndarray:
+    """``1.0, 2.0, ..., n`` (float64, read-only), kept for the last ``n`` asked for."""
+    got = _RANKS[0] if _RANKS else None
+    if got is None or got.shape[0] != n:
+        got = np.arange(1, n + 1, dtype=np.float64)
+        got.flags.writeable = False
+        _RANKS[:] = [got]
+    return got
+
+
 def sorted_uniforms(u: np.ndarray, r_count: np.ndarray | None = None, extra: int = 0) -> np.ndarray:
     """The twin's order statistics (:func:`sgmc.ssm.resampling.sorted_uniforms`), NumPy's same operations.
 
@@ -226,8 +239,9 @@ def sorted_uniforms(u: np.ndarray, r_count: np.ndarray | None = None, extra: int
         top = int(r_count.max()) if r_count.size else 0
         u = u[:, :top]
     n = u.shape[1]
-    k = np.arange(1, n + 1, dtype=np.float64)
-    terms = np.log(1.0 - u)
+    k = _ranks(n)
+    terms = np.subtract(1.0, u)
+    np.log(terms, out=terms)  # in place: the twin's values, one array fewer to allocate
     terms /= k
     if r_count is not None and r_count.size > 1:
         terms[k[None, :] > r_count[:, None]] = 0.0  # the twin's zero terms: the valid sums are unchanged
@@ -276,8 +290,7 @@ def resample_residual(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     k.residual_sizes(w, scale, r_count, frac_sum)
     s = sorted_uniforms(uu, r_count, extra=1)  # one column more, for the merge's sentinel
     out = np.empty(w.shape, dtype=np.int64)
-    k.residual(w, scale, s, r_count, frac_sum, out, np.empty(n + 1, dtype=np.int64), np.empty(n + 1),
-               np.empty(n + 1, dtype=np.int64))
+    k.residual(w, scale, s, r_count, frac_sum, out, np.empty(n + 1), np.empty(n + 1, dtype=np.int64))
     return out
 
 

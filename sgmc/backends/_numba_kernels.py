@@ -337,20 +337,21 @@ def residual_sizes(weights, scale, r_count, frac_sum):
 
 
 @nb.njit(**_OPTS)
-def residual(weights, scale, s, r_count, frac_sum, out, dc, c01, mark):
+def residual(weights, scale, s, r_count, frac_sum, out, c01, mark):
     """Residual resampling, second pass: the floors and the merge of the sorted uniforms, per row.
 
     With ``v_i = N W_i``, the cumulative counts are ``C_i = sum_{j<=i} floor(v_j) + #{k < R : s_k <
     cf_i / cf_{N-1}}``, ``cf`` the running sum of the fractional parts (the twin's
     :func:`sgmc.ssm.resampling.residual_counts`, in the same order of operations; ``frac_sum`` from
     :func:`residual_sizes`). A first loop
-    writes the floors' running sum ``dc`` and ``c01 = cf / cf_{N-1}``; the merge then walks the
+    writes the floors' running sum (into the row of ``out``, which the ancestors overwrite only after
+    the merge) and ``c01 = cf / cf_{N-1}``; the merge then walks the
     particles and the sorted uniforms ``s[b, :R]`` (both only increase) with no data-dependent
     branch: each step either takes a uniform or closes a particle's count and marks its first slot
     (``s[b, R]`` is set to infinity as a sentinel, so ``s`` has at least ``R + 1`` columns); the
     two halves of the particles are merged in one loop, the second from its binary-searched start. The
     slots are filled from the marks as in :func:`systematic`; slots past ``C_{N-1}`` get N, as in the
-    twin. ``dc``, ``c01`` and ``mark`` are scratch of N + 1 entries.
+    twin. ``c01`` and ``mark`` are scratch of N + 1 entries.
     """
     batch, n = weights.shape
     for b in range(batch):
@@ -365,7 +366,7 @@ def residual(weights, scale, s, r_count, frac_sum, out, dc, c01, mark):
             cf += v - fl
             c01[i] = cf / tot if tot > 0.0 else 1.0
             d = int(det) if det < n else n
-            dc[i] = d if d > 0 else 0  # NaN or infinite weights: counts stay in [0, N]
+            out[b, i] = d if d > 0 else 0  # NaN or infinite weights: counts stay in [0, N]
         rb = r_count[b]
         s[b, rb] = np.inf
         mark[: n + 1] = 0
@@ -382,19 +383,19 @@ def residual(weights, scale, s, r_count, frac_sum, out, dc, c01, mark):
                 else:
                     hi = mid
             j0 = lo
-        cut = dc[h - 1] + j0 if h > 0 else 0
+        cut = out[b, h - 1] + j0 if h > 0 else 0
         cut = cut if cut < n else n  # C_{h-1}: the first merge marks only slots below it
         p1, i1, j1 = 0, 0, 0
         p2, i2, j2 = cut, h, j0
         while i1 < h and i2 < n:
             t1 = s[b, j1] < c01[i1]  # j1 stops at j0: s[j0] >= c01[h-1] >= c01[i1]
-            c1 = dc[i1] + j1
+            c1 = out[b, i1] + j1
             mark[p1 if p1 < cut else n] = i1  # rewritten with the same value until particle i1 closes
             p1 = p1 if t1 else c1
             j1 += t1
             i1 += 1 - t1
             t2 = s[b, j2] < c01[i2]
-            c2 = dc[i2] + j2
+            c2 = out[b, i2] + j2
             c2 = c2 if c2 < n else n
             mark[p2] = i2
             p2 = p2 if t2 else c2
@@ -402,14 +403,14 @@ def residual(weights, scale, s, r_count, frac_sum, out, dc, c01, mark):
             i2 += 1 - t2
         while i1 < h:
             t1 = s[b, j1] < c01[i1]
-            c1 = dc[i1] + j1
+            c1 = out[b, i1] + j1
             mark[p1 if p1 < cut else n] = i1
             p1 = p1 if t1 else c1
             j1 += t1
             i1 += 1 - t1
         while i2 < n:
             t2 = s[b, j2] < c01[i2]
-            c2 = dc[i2] + j2
+            c2 = out[b, i2] + j2
             c2 = c2 if c2 < n else n
             mark[p2] = i2
             p2 = p2 if t2 else c2
