@@ -270,9 +270,12 @@ def run_chains(
             if checkpoint is not None and checkpoint_every and end % checkpoint_every == 0 and end < n_iter:
                 checkpoint(progress_at(end, state))
             k = end
-        if fused is not None:
+            if fused.declined:  # the native does not take this case: the loop below continues the same stream
+                next_keep = kept[j] if j < n_keep else n_iter
+                break
+        if fused is not None and k >= n_iter:
             return _result(draws, grads, infos, wall, chains, state, n_iter)
-        for k in range(k0, n_iter):
+        for k in range(k, n_iter):
             try:
                 state, infos[k] = step(rng, state, estimator, step_sizes[k])
             except DivergenceError as err:  # raised inside a gradient (sgmc.ssm): complete it here

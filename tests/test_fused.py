@@ -195,3 +195,31 @@ def test_combinations_outside_the_fused_set_get_no_plan():
     assert _fused.plan(SGLD(), ControlVariate(m, 10), np.zeros((1, 4))) is None  # no centre yet
     assert _fused.plan(SGLD(), Minibatch(m, 10), np.zeros((1, 4), dtype=np.float32)) is None
     assert _fused.plan(sgmc.samplers.PSGLD(), Minibatch(m, 10), np.zeros((1, 4))) is None
+
+
+def test_a_run_whose_native_declines_steps_one_at_a_time_after_the_first_block(monkeypatch):
+    calls = []
+    real = _fused.twin_block
+
+    def counted(*a, **kw):
+        calls.append(len(a[3]))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(_fused, "twin_block", counted)
+    monkeypatch.setattr(_fused.FusedPlan, "__init__", _declining(_fused.FusedPlan.__init__))
+    declined = _sample("logistic", "sgld", "minibatch", thin=3, burn_in=20, store_grads=True)
+    assert calls == [50]  # one block on the twin (up to the first check), then the one-step loop
+    monkeypatch.setattr(sgmc.chains, "fused_plan", lambda *a: None)
+    loop = _sample("logistic", "sgld", "minibatch", thin=3, burn_in=20, store_grads=True)
+    np.testing.assert_array_equal(declined.draws, loop.draws)
+    np.testing.assert_array_equal(declined.grads, loop.grads)
+    for key in loop.stats:
+        if key != "wall_time":
+            np.testing.assert_array_equal(declined.stats[key], loop.stats[key])
+
+
+def _declining(init):
+    def wrapped(self, sampler, estimator, fast):
+        init(self, sampler, estimator, lambda *a: NotImplemented)
+
+    return wrapped

@@ -116,6 +116,9 @@ class FusedPlan:
 
     def __init__(self, sampler: Any, estimator: Any, fast: Any):
         self.sampler, self.estimator, self.fast = sampler, estimator, fast
+        #: Set when the native declined a block (a type or size it does not take, the same for every block of
+        #: the run): the caller then steps one iteration at a time, cheaper than blocks on the twin.
+        self.declined = False
         model = estimator.model
         self.model = model
         hmc = type(sampler) is SGHMC
@@ -182,6 +185,7 @@ class FusedPlan:
                     spec["centre_resid"] = table
         res = self.fast(self._spec_model, self._spec_smp, self._spec_est, spec, hs, z, idx, keep_grads)
         if res is NotImplemented:
+            self.declined = True
             return twin_block(self.sampler, self.estimator, state, hs, z, idx, keep_grads)
         out, pos, grads, xis = res
         if out.get("centre_resid") is not None:
