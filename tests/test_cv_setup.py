@@ -150,8 +150,18 @@ def test_prepare_takes_the_centre_gradient_once_and_counts_it_once(monkeypatch):
     monkeypatch.setattr(cvmod, "_centre_terms", counting)
     tr = run()
     assert len(calls) == 1  # the check's gradient, both chain groups' init and the blocks' table: one pass
-    monkeypatch.setattr(cvmod, "_centre_terms", lambda m, c: None)  # the model's own gradients: no sharing
+    monkeypatch.setattr(cvmod, "_centre_terms", lambda m, c: None)  # no one-pass native: the model's gradient
+    at_centre = []
+    real_sum = type(model).grad_log_lik_sum
+
+    def counted_sum(self, theta, idx=None, weights=None):
+        if idx is None:  # a full-data gradient (minibatches pass their indices): the search's, then the centre's
+            at_centre.append(np.array(theta, copy=True))
+        return real_sum(self, theta, idx, weights)
+
+    monkeypatch.setattr(type(model), "grad_log_lik_sum", counted_sum)
     ref = run()
-    # the same centre and draws; one pass fewer (the check's gradient and init's were two passes)
+    # the same centre and draws; the check's gradient serves init too, so the same count of passes
     np.testing.assert_allclose(tr.draws, ref.draws, rtol=0, atol=1e-9)
-    assert float(tr.info["setup_data_passes"]) == pytest.approx(float(ref.info["setup_data_passes"]) - 1.0, abs=1e-12)
+    assert sum(np.array_equal(t, at_centre[-1]) for t in at_centre) == 1  # the centre's gradient: once
+    assert float(tr.info["setup_data_passes"]) == pytest.approx(float(ref.info["setup_data_passes"]), abs=1e-12)

@@ -202,12 +202,14 @@ class ControlVariate(Estimator):
                 cost += float(passes[0]) * m.n_data
                 how += f" and {steps} Newton steps"
             # the gradient at the centre once: for the check here and for init (with its residual table)
+            gap_passes = mode_gap_cost(m)
             terms = _centre_terms(m, mode)
+            if terms is None and gap_passes >= 1.0:  # no one-pass native: the gradient alone, kept for init
+                terms = (m.grad_log_lik_sum(m.xp.reshape(mode, (1, -1))), None)
             grad = None
             if terms is not None:
                 grad = m.grad_log_prior(m.xp.reshape(mode, (1, -1))) + terms[0]
             warn_if_not_mode(m, mode, 1.0, how, grad=grad)
-            gap_passes = mode_gap_cost(m)
             est = self.with_centre(mode)
             if terms is not None and gap_passes >= 1.0:
                 gap_passes -= 1.0  # the check took the gradient from the pass counted here
@@ -232,8 +234,9 @@ class ControlVariate(Estimator):
             terms = _centre_terms(self.model, self.centre)
         if terms is None:
             return ControlVariateState(self.centre, self.model.grad_log_lik_sum(xp.reshape(self.centre, (1, -1))))
-        grad, table = terms  # one pass: the gradient, and the residuals the fused blocks read
-        _TABLE[:] = [(weakref.ref(grad, _forget), table)]
+        grad, table = terms  # one pass: the gradient, and (from a native) the residuals the fused blocks read
+        if table is not None:
+            _TABLE[:] = [(weakref.ref(grad, _forget), table)]
         return ControlVariateState(self.centre, grad)
 
     def estimate(self, rng, est_state, position):
