@@ -27,13 +27,9 @@ from ._numba_fused_moves import (
     SGNHT,
     SVRG,
     combine,
-    fresh_momentum,
-    leap,
+    move,
     noise_sd,
     record,
-    sghmc_move,
-    sgld_move,
-    sgnht_move,
 )
 
 _OPTS = {"nogil": True, "cache": True}
@@ -222,17 +218,7 @@ def bnn_block(X, labels, H, K, act, sampler, friction, v_hat, n_leapfrog, resamp
         sd0 = noise_sd(h, friction, v_hat) if sampler == SGHMC else 0.0
         j = 0
         for e in range(n_est):
-            if sampler == SGLD:
-                sgld_move(x, g, z[t, 0], h)
-            elif sampler == SGNHT:
-                sgnht_move(x, g, rho, xi, z[t, 0], h, diffusion)
-            else:
-                if e == 0 and resample:
-                    fresh_momentum(rho, z[t, 0])
-                    j = 1
-                hk, s = leap(h, sd0, e == 0, resample)
-                sghmc_move(x, g, rho, z[t, j], h, hk, s, friction)
-                j += 1
+            j = move(sampler, e, x, g, rho, xi, z[t], h, diffusion, resample, sd0, friction, j)
             count = _estimate(act, X, labels, H, K, est, scale, update_every, x, g, centre, centre_grad, count,
                               idx[t, e], bufs, acc, acc0, pr, dB, dA)
         record(t, x, g, xi, pos_out, grad_out, xi_out, keep_grad, sampler == SGNHT)

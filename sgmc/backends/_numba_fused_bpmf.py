@@ -26,13 +26,9 @@ from ._numba_fused_moves import (
     SGLD,
     SGNHT,
     SVRG,
-    fresh_momentum,
-    leap,
+    move,
     noise_sd,
     record,
-    sghmc_move,
-    sgld_move,
-    sgnht_move,
 )
 
 _OPTS = {"nogil": True, "cache": True}
@@ -152,17 +148,7 @@ def bpmf_block(users, items, ratings, alpha, n_users, n_items, d, mu0, a0, b0, s
         sd0 = noise_sd(h, friction, v_hat) if sampler == SGHMC else 0.0
         j = 0
         for e in range(n_est):
-            if sampler == SGLD:
-                sgld_move(x, g, z[t, 0], h)
-            elif sampler == SGNHT:
-                sgnht_move(x, g, rho, xi, z[t, 0], h, diffusion)
-            else:
-                if e == 0 and resample:
-                    fresh_momentum(rho, z[t, 0])
-                    j = 1
-                hk, s = leap(h, sd0, e == 0, resample)
-                sghmc_move(x, g, rho, z[t, j], h, hk, s, friction)
-                j += 1
+            j = move(sampler, e, x, g, rho, xi, z[t], h, diffusion, resample, sd0, friction, j)
             count = _estimate(users, items, ratings, alpha, n_users, n_items, d, mu0, a0, b0, est, scale,
                               update_every, x, g, centre, centre_grad, count, idx[t, e], acc, lam, ss, sd,
                               everything)

@@ -83,6 +83,27 @@ def leap(h, sd, first, resample):
 
 
 @nb.njit(**_OPTS)
+def move(sampler, e, x, g, rho, xi, zt, h, diffusion, resample, sd0, friction, j):
+    """The sampler's move before its ``e``-th gradient estimate of an iteration, reading the normals ``zt``.
+
+    ``j`` is the row of ``zt`` the next SGHMC kick reads; the new one is returned (a fresh momentum
+    takes row 0, then each leapfrog step's kick one row), as ``SGHMC.step`` consumes its draws.
+    """
+    if sampler == SGLD:
+        sgld_move(x, g, zt[0], h)
+    elif sampler == SGNHT:
+        sgnht_move(x, g, rho, xi, zt[0], h, diffusion)
+    else:
+        if e == 0 and resample:
+            fresh_momentum(rho, zt[0])
+            j = 1
+        hk, s = leap(h, sd0, e == 0, resample)
+        sghmc_move(x, g, rho, zt[j], h, hk, s, friction)
+        j += 1
+    return j
+
+
+@nb.njit(**_OPTS)
 def combine(g, c, prior, cg, shared, lik, scale, est):
     """Chain ``c``'s estimate: ``prior + scale lik`` (minibatch) or ``(prior + cg) + scale lik`` (CV, SVRG).
 
