@@ -50,3 +50,24 @@ def test_a_bad_thread_count_is_named(clean_env, capsys):
         cli._blas_threads()
     assert cli.main(["run", "--quick", "--no-progress"]) == 2
     assert "SGMC_BLAS_THREADS" in capsys.readouterr().err
+
+
+def test_the_run_command_itself_runs_on_one_blas_thread(clean_env, monkeypatch):
+    # the command as typed (main -> the run command): the body sees one BLAS thread, the caller's pools come back
+    seen = []
+    monkeypatch.setattr(cli, "_run_command", lambda args: seen.append(_blas_threads()) or 0)
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads()
+        assert cli.main(["run", "--quick", "--no-progress"]) == 0
+        assert _blas_threads() == before
+    assert seen == [[1]]
+
+
+def test_threadpoolctl_is_a_core_dependency():
+    # the README's plain `pip install .` must bring the thread limit with it
+    import pathlib
+    import tomllib
+
+    pyproject = pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml"
+    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    assert any(d.replace(" ", "").startswith("threadpoolctl") for d in deps), deps

@@ -67,7 +67,7 @@ class Reference:
 class ZVMean:
     """``zv_mean`` on 2 chains of draws and scores: degree 2 at d = 10, degree 1 at d = 50."""
 
-    params = [(10, 2, 270), (50, 1, 1350)]
+    params = [[(10, 2, 270), (50, 1, 1350)]]  # one axis whose values are (dim, order, draws) cases
     param_names = ["dim, order, draws per chain"]
 
     def setup(self, case):
