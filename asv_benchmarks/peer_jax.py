@@ -15,10 +15,10 @@ SGMCMCJax 0.2.13 needs ``jax.experimental.host_callback`` (gone from JAX 0.5), s
 environment of its own as a child process that reads the same data from a ``.npy`` file and times a
 run whenever this process asks, so the rounds stay interleaved. Make that environment with::
 
-    python -m venv /tmp/venv-sgmcmcjax
-    /tmp/venv-sgmcmcjax/bin/pip install sgmcmcjax==0.2.13 jax==0.4.30 jaxlib==0.4.30 "numpy<2" "scipy<1.14"
+    python -m venv build/venv-sgmcmcjax
+    build/venv-sgmcmcjax/bin/pip install sgmcmcjax==0.2.13 jax==0.4.30 jaxlib==0.4.30 "numpy<2" "scipy<1.14"
 
-and pass ``--sgmcmcjax-python /tmp/venv-sgmcmcjax/bin/python`` (or set ``SGMCMCJAX_PYTHON``). The other
+and pass ``--sgmcmcjax-python build/venv-sgmcmcjax/bin/python`` (or set ``SGMCMCJAX_PYTHON``). The other
 peers come from the ``bench`` extra (``pip install -e .[bench]``).
 
 Every contender runs on the same cores (``--cores``, default core 1): the process pins itself with
@@ -39,7 +39,7 @@ rounds of whole runs (each run's set-up included).
 
 Usage (from the repository root)::
 
-    python asv_benchmarks/peer_jax.py --sgmcmcjax-python /tmp/venv-sgmcmcjax/bin/python
+    python asv_benchmarks/peer_jax.py --sgmcmcjax-python build/venv-sgmcmcjax/bin/python
     python asv_benchmarks/peer_jax.py --what floor --dims 10 100 --chains 1
 """
 

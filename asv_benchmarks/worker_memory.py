@@ -11,7 +11,8 @@ comparison), put first on that process's path and on its workers'.
 
 Run from the repository root::
 
-    python asv_benchmarks/worker_memory.py --tree /tmp/before --json
+    git worktree add --detach build/before COMMIT
+    python asv_benchmarks/worker_memory.py --tree build/before --json
 
 which measures the given tree and this one and writes ``docs/results/worker_memory.json``;
 ``--executor dask`` measures a Dask ``LocalCluster`` of 2 worker processes instead (the workers'

@@ -113,15 +113,62 @@ def source_state() -> dict:
     return out
 
 
+def _from_root(word: str) -> str:
+    """``word`` as a path relative to the repository root when it names a path inside the repository.
+
+    An absolute path inside the repository becomes relative to it; a relative path is read from the
+    current folder (which may not be the root) and rewritten relative to the root. Anything else (an
+    option, a number, a path outside the repository) is returned as it is.
+    """
+    if not word or word.startswith("-"):
+        return word
+    p = Path(word).expanduser()
+    if not p.is_absolute():
+        if Path.cwd().resolve() == ROOT or not p.exists():
+            return word
+        p = Path.cwd() / p
+    try:
+        rel = p.resolve().relative_to(ROOT)
+    except (ValueError, OSError):
+        return word
+    return str(rel) if str(rel) != "." else "."
+
+
+def relative_command(argv) -> str:
+    """The command line ``python ARGV...`` to be run from the repository root.
+
+    Paths inside the repository (the script, and option values such as ``--out=DIR`` or ``--tree DIR``)
+    are written relative to the root, so the command runs from a fresh clone as written.
+    """
+    words = []
+    for a in argv:
+        key, eq, value = a.partition("=") if a.startswith("--") else ("", "", a)
+        words.append(key + eq + _from_root(value) if eq or not key else a)
+    return " ".join(["python"] + [shlex.quote(w) for w in words])
+
+
 def default_command() -> str:
-    """The command line of this process, with the script's path relative to the repository root."""
-    argv = list(sys.argv)
-    if argv and argv[0]:
-        try:
-            argv[0] = str(Path(argv[0]).resolve().relative_to(ROOT))
-        except ValueError:
-            pass
-    return " ".join(["python"] + [shlex.quote(a) for a in argv])
+    """The command line of this process, with paths inside the repository relative to its root."""
+    return relative_command(sys.argv)
+
+
+def absolute_paths(command: str) -> list:
+    """The absolute paths (``/...``, ``~...``, ``C:\\...``) a recorded command names, in order.
+
+    Words are split as a shell does; an option's value after ``=`` (``--out=/tmp/x``,
+    ``--option out=/tmp/x``) and each item of a comma-separated list is looked at too.
+    """
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    found = []
+    for w in words:
+        for part in w.replace("=", ",").split(","):
+            part = part.strip().strip("'\"()[]{}")
+            if part.startswith(("/", "~")) or (len(part) > 2 and part[1] == ":" and part[2] in "\\/"):
+                found.append(part)
+    return found
 
 
 def _check_cell(value, where: str):
@@ -205,8 +252,15 @@ def write_results(name, tables, command=None, extra=None, *, packages=(), direct
     if extra is not None and not isinstance(extra, dict):
         msg = f"extra must be a dict or None, got {type(extra).__name__}"
         raise TypeError(msg)
+    command = command if command is not None else default_command()
+    if absolute_paths(command):
+        import warnings
+
+        msg = (f"the recorded command names absolute paths {absolute_paths(command)}: it will not run from a "
+               "fresh clone as written; give paths relative to the repository root (e.g. --out build/NAME)")
+        warnings.warn(msg, stacklevel=2)
     record = {
-        "command": command if command is not None else default_command(),
+        "command": command,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "started": _TIME_AT_IMPORT.isoformat(timespec="seconds"),
         "machine": machine(),
