@@ -12,6 +12,7 @@ from .gaussian import Gaussian, GaussianTarget
 from .glm import LinearRegression, LogisticRegression
 from .simplex import DirichletCategorical
 from .transforms import Affine
+from .coordinates import conditioned, laplace_factor, standardising_factor
 
 __all__ = [
     "Target",
@@ -27,6 +28,9 @@ __all__ = [
     "LinearRegression",
     "LogisticRegression",
     "Affine",
+    "conditioned",
+    "laplace_factor",
+    "standardising_factor",
     "DirichletCategorical",
     "BPMF",
     "BayesianNeuralNetwork",

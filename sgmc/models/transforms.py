@@ -61,6 +61,13 @@ class Affine(Model):
         """Map z ``(chains, dim)`` to theta."""
         return self.shift + z @ self.L.T
 
+    def from_theta(self, theta: Array) -> Array:
+        """Map theta ``(..., dim)`` to z = L^{-1} (theta - shift)."""
+        xp = self.xp
+        flat = xp.reshape(theta - self.shift, (-1, self.dim))
+        z = xp.matrix_transpose(xp.linalg.solve(self.L, xp.matrix_transpose(flat)))
+        return xp.reshape(z, theta.shape)
+
     def log_prior(self, z):
         return self.base.log_prior(self.to_theta(z))
 
