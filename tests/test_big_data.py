@@ -6,17 +6,15 @@ neither reading the file nor mapping it can succeed there, and compares its draw
 in-memory run's.
 """
 
-import json
 import os
-import subprocess
 import sys
-import textwrap
 import warnings
 
 import numpy as np
 import pytest
 
 import sgmc
+from _limits import check_held, run_child
 from sgmc._blocks import RowSource
 from sgmc.models import LinearRegression, LogisticRegression
 from sgmc.optimize import ModeNotFoundWarning
@@ -140,9 +138,7 @@ def test_bad_out_of_core_data_is_refused_by_name(tmp_path):
         RowSource(np.memmap(path, dtype=np.float64, mode="r", shape=(X.size,)))
 
 
-_CHILD = textwrap.dedent("""
-    import gc, json, resource, sys, warnings
-    import numpy as np
+_CHILD = """
     import sgmc
     from sgmc.models import LogisticRegression
 
@@ -153,33 +149,19 @@ _CHILD = textwrap.dedent("""
               estimator_options={"polish": False, "opt_steps": 500})
     small = LogisticRegression(np.random.default_rng(0).normal(size=(500, d)), y[:500])
     sgmc.sample(small, "sgld", "cv", **kw)           # compiled code and caches made before the limit
-    def vm():
-        for line in open("/proc/self/status"):
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    vm0 = vm()
+    base = held_base()
     X = np.memmap(path, dtype=np.float64, mode="r", shape=(n, d))
     model = LogisticRegression(X, y)
     del X
-    gc.collect()
-    held = vm() - vm0                                # what the model keeps of the data: neither a map nor a copy
+    kept = held(base, [path])                        # what the model keeps of the data: neither a map nor a copy
     data = n * d * 8
-    limit = vm() + data // 2
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    refused = []
-    try:
-        np.fromfile(path)
-    except MemoryError:
-        refused.append("read")
-    try:
-        np.memmap(path, dtype=np.float64, mode="r", shape=(n, d))
-    except (OSError, ValueError, MemoryError):
-        refused.append("map")
+    limit = limit_below(data)
+    no = refused([path])
     trace = sgmc.sample(model, "sgld", "cv", **kw)
-    print(json.dumps({"refused": refused, "held": held, "limit": limit, "data": data, "vm_end": vm(),
+    print(json.dumps({"refused": no, "held": kept, "limit": limit, "data": data, "vm_end": vm(),
                       "draws": np.asarray(trace.draws).tolist(),
                       "setup_passes": trace.info["setup_data_passes"]}))
-""")
+"""
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc/self/status are Linux's")
@@ -196,11 +178,8 @@ def test_sgld_cv_runs_under_an_address_space_limit_smaller_than_the_data(tmp_pat
         y[a:b] = rng.uniform(size=b - a) < 1 / (1 + np.exp(-X[a:b] @ beta))
     X.tofile(path)
     np.save(path + ".y.npy", y)
-    out = subprocess.run([sys.executable, "-c", _CHILD, path, str(n), str(d), "3"], capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    assert res["held"] < res["data"] // 4                     # the model holds no map and no copy of X
+    res = run_child(_CHILD, path, n, d, 3)
+    check_held(res)                                          # the model keeps no map and no copy of X
     assert res["limit"] - res["vm_end"] < res["data"]        # the data never fit in what was left
     assert res["vm_end"] <= res["limit"]
     assert res["refused"] == ["read", "map"]                 # loading or mapping the file fails there

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import sgmc
-from _limits import run_child
+from _limits import check_held, run_child
 from sgmc._blocks import RowSource
 from sgmc.models import BayesianNeuralNetwork
 from sgmc.optimize import ModeNotFoundWarning
@@ -146,11 +146,11 @@ _CHILD = """
     small = BayesianNeuralNetwork(np.random.default_rng(0).random((500, D)), y[:500], n_hidden=8, n_classes=3)
     for est, opts in runs.values():                  # compiled code and caches made before the limit
         sgmc.sample(small, "sgld", est, estimator_options=opts, **kw)
-    vm0 = vm()
+    base = held_base()
     model = BayesianNeuralNetwork(np.memmap(path, dtype=np.float64, mode="r", shape=(n, D)), y, n_hidden=8,
                                   n_classes=3)
     gc.collect()
-    held = vm() - vm0
+    kept = held(base, [path])
     data = n * D * 8
     limit = limit_below(data)
     no = refused([path])
@@ -159,7 +159,7 @@ _CHILD = """
         trace = sgmc.sample(model, "sgld", est, estimator_options=opts, **kw)
         np.save(f"{path}.{name}.npy", np.asarray(trace.draws))
         out[name] = trace.info.get("setup_data_passes", 0.0)
-    print(json.dumps({"refused": no, "held": held, "limit": limit, "data": data, "vm_end": vm(), "passes": out}))
+    print(json.dumps({"refused": no, "held": kept, "limit": limit, "data": data, "vm_end": vm(), "passes": out}))
 """
 
 
@@ -176,7 +176,7 @@ def test_sgld_and_sgld_cv_run_under_an_address_space_limit_smaller_than_the_inpu
     X.tofile(path)
     np.save(path + ".y.npy", y)
     res = run_child(_CHILD, path, n, D, 3)
-    assert res["held"] < res["data"] // 4                     # the model holds no map and no copy of X
+    check_held(res)                                          # the model keeps no map and no copy of its data
     assert res["limit"] - res["vm_end"] < res["data"]        # the inputs never fit in what was left
     assert res["vm_end"] <= res["limit"]
     assert res["refused"] == ["read", "map"]                 # loading or mapping the file fails there

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import sgmc
-from _limits import run_child
+from _limits import check_held, run_child
 from sgmc import ssm
 from sgmc._blocks import LaggedRows, RowSource
 
@@ -158,16 +158,16 @@ _CHILD = """
     small = np.random.default_rng(0).normal(size=500)
     for make in makers.values():                     # compiled code and caches made before the limit
         sgmc.sample(make(small), "sgld", "buffered", **kw)
-    vm0 = vm()
+    base = held_base()
     models = {k: make(np.memmap(path, dtype=np.float64, mode="r", shape=(T,))) for k, make in makers.items()}
     gc.collect()
-    held = vm() - vm0
+    kept = held(base, [path])
     data = T * 8
     limit = limit_below(data)
     no = refused([path])
     for name, model in models.items():
         np.save(f"{path}.{name}.npy", np.asarray(sgmc.sample(model, "sgld", "buffered", **kw).draws))
-    print(json.dumps({"refused": no, "held": held, "limit": limit, "data": data, "vm_end": vm()}))
+    print(json.dumps({"refused": no, "held": kept, "limit": limit, "data": data, "vm_end": vm()}))
 """
 
 
@@ -181,7 +181,7 @@ def test_buffered_sgld_runs_under_an_address_space_limit_smaller_than_the_series
     path = str(tmp_path / "y.f64")
     y.tofile(path)
     res = run_child(_CHILD, path, T, 3)
-    assert res["held"] < res["data"] // 4                     # the models hold no map and no copy of y
+    check_held(res)                                          # the model keeps no map and no copy of its data
     assert res["limit"] - res["vm_end"] < res["data"]        # the series never fit in what was left
     assert res["vm_end"] <= res["limit"]
     assert res["refused"] == ["read", "map"]                 # loading or mapping the file fails there

@@ -84,10 +84,21 @@ def _kind(block: dict) -> str | None:
     return None
 
 
+def suite_env() -> dict:
+    """The environment of a block's process: the suite's own interpreter first on PATH.
+
+    A shell block's ``python`` and ``sgmc`` are then the interpreter (and its scripts) that runs the
+    tests, whether or not its virtual environment was activated (``.venv/bin/python -m pytest``).
+    """
+    bindir = str(Path(sys.executable).parent)
+    path = os.pathsep.join([bindir, os.environ.get("PATH", "")])
+    return dict(os.environ, PATH=path, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
 def _run_block(page: str, block: dict, kind: str, globs: dict, tmp: Path) -> None:
     where = f"{page}:{block['line']}"
     src = block["source"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = suite_env()
     if kind == "doctest":
         test = doctest.DocTestParser().get_doctest(src, globs, where, str(ROOT / page), block["line"] - 1)
         out = io.StringIO()
@@ -198,6 +209,8 @@ def test_the_runner_runs_every_kind_and_honours_markers(tmp_path, monkeypatch):
     page.write_text("<!-- docs-test: skip -->\n```python\npass\n```\n")
     with pytest.raises(AssertionError, match="needs a reason"):
         run_page("docs/page.md", work, slow=False)
+    page.write_text("```bash\n" + f'test "$(command -v python)" = "{Path(sys.executable).parent}/python"' + "\n```\n")
+    assert run_page("docs/page.md", work, slow=False) == 1     # a shell block's python is the suite's own
 
 
 @pytest.mark.slow
