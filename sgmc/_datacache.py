@@ -23,8 +23,17 @@ __all__ = ["cache_dir", "cached_arrays", "rdataset"]
 
 def cache_dir() -> str:
     """The folder where loaders keep their ``.npz`` files (created on first use)."""
-    root = os.environ.get("SGMC_DATA") or os.path.join(os.path.expanduser("~"), ".cache", "sgmc")
-    os.makedirs(root, exist_ok=True)
+    given = os.environ.get("SGMC_DATA", "").strip()
+    root = given or os.path.join(os.path.expanduser("~"), ".cache", "sgmc")
+    where = "the environment variable SGMC_DATA" if given else "the default cache folder"
+    if os.path.exists(root) and not os.path.isdir(root):
+        msg = f"{where} must name a folder for sgmc's data cache; {root!r} is a file"
+        raise ValueError(msg)
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError as exc:
+        msg = f"{where} must name a folder sgmc can create and write to; {root!r}: {exc.strerror or exc}"
+        raise ValueError(msg) from None
     return root
 
 
@@ -37,7 +46,13 @@ def cached_arrays(key: str, build: Callable[[], dict], refresh: bool = False) ->
     written to a temporary name in the same folder and moved into place, so an interrupted write
     never leaves a truncated entry.
     """
+    if not isinstance(key, str) or not key or os.path.basename(key) != key or key in (".", ".."):
+        msg = f"`key` must be a plain file name (no folder, not '.' or '..'); got {key!r}"
+        raise ValueError(msg)
     path = os.path.join(cache_dir(), f"{key}.npz")
+    if os.path.isdir(path):
+        msg = f"the cache entry {path!r} is a folder, not a file; remove it (or set SGMC_DATA to another folder)"
+        raise ValueError(msg)
     if not refresh and os.path.exists(path):
         try:
             return _read(path)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import difflib
 import math
 import operator
+import os
 from typing import Any
 
-__all__ = ["did_you_mean", "check_int", "check_step_size", "check_positive", "check_nonnegative", "check_batch_size", "check_choice"]
+__all__ = ["did_you_mean", "check_int", "check_step_size", "check_positive", "check_nonnegative", "check_batch_size", "check_choice",
+           "check_file"]
 
 
 def did_you_mean(value: Any, choices: Any) -> str:
@@ -105,3 +107,36 @@ def check_choice(value: Any, name: str, choices: tuple) -> Any:
         msg = f"`{name}` must be one of {', '.join(map(repr, choices))}; got {value!r}"
         raise ValueError(msg)
     return value
+
+
+def check_file(path: Any, name: str, what: str = "file", error: type = ValueError) -> str:
+    """``path`` as a string, when it names an existing file (not a folder) that can be opened for reading.
+
+    ``name`` is the argument (``"path"``) or command-line flag (``"--data"``) the message names;
+    ``what`` says which file is wanted (``"CSV file"``). A value that is not a path raises
+    ``TypeError``; an empty name, a folder (``".."`` among them), a missing or unreadable file raise
+    ``error`` (``ValueError`` by default).
+    """
+    label = name if name.startswith("-") else f"`{name}`"
+    if isinstance(path, bool) or not isinstance(path, (str, bytes, os.PathLike)):
+        msg = f"cannot read {what}: {label} must be the path of a {what} (a str or os.PathLike); got {path!r}"
+        raise TypeError(msg)
+    try:
+        path = os.fsdecode(os.fspath(path))
+    except (TypeError, UnicodeDecodeError) as exc:
+        msg = f"cannot read {what}: {label} must be the path of a {what}; got {path!r} ({exc})"
+        raise TypeError(msg) from None
+    if "\x00" in path:
+        why = "the name holds a NUL character"
+    elif not path.strip():
+        why = "the name is empty"
+    elif os.path.isdir(path):
+        why = "that is a folder, not a file"
+    elif not os.path.exists(path):
+        why = "no such file"
+    elif not os.access(path, os.R_OK):
+        why = "the file is not readable (permission denied)"
+    else:
+        return path
+    msg = f"cannot read {what} {path!r}: {label} must be the path of an existing {what}; {why}"
+    raise error(msg)

@@ -37,7 +37,7 @@ import numpy as np
 from . import __version__, backends
 from ._names import canonical
 from ._progress import progress_scope
-from ._validation import did_you_mean
+from ._validation import check_file, did_you_mean
 from .datasets import linear_regression_data, load_csv, logistic_regression_data
 from .chains import DivergenceError
 from .diagnostics import log_loss, predictive_log_lik
@@ -347,7 +347,7 @@ def _load_problem(args, cfg: dict) -> _Problem:
         if not 0.0 < args.test_fraction < 1.0:
             msg = f"--test-fraction must be in (0, 1); got {args.test_fraction}"
             raise ValueError(msg)
-        table = load_csv(args.data, target=args.target, intercept=args.intercept)
+        table = load_csv(check_file(args.data, "--data", "CSV file"), target=args.target, intercept=args.intercept)
         n_all = table.X.shape[0]
         n_test = int(round(args.test_fraction * n_all))
         if n_test < 1 or n_all - n_test < 2:

