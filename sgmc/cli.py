@@ -91,7 +91,7 @@ _CENTRED = ("cv", "ps", "cv-ps", "adaptive-cv", "adaptive-cv-ps")
 # Their optimiser steps without --burn-in where Newton steps with exact Hessians finish the search (the
 # GLMs up to sgmc.optimize.POLISH_MAX_DIM): a warm start for Newton, whose result does not depend on it.
 WARM_START_STEPS = 1_000
-MOMENTUM_SAMPLERS = ("sghmc", "sgnht", "sgrhmc")
+MOMENTUM_SAMPLERS = ("sghmc", "sgnht", "sgrhmc", "baoab", "badodab")
 # What the command line runs: the GLM samplers (the recipe sampler needs D, SCIR a simplex model, SGRHMC
 # a constant or diagonal metric, the noise-corrected samplers the minibatch-noise estimator: use them
 # from Python).

@@ -475,7 +475,7 @@ def test_step_size_conventions():
 # -- registry --------------------------------------------------------------------------------------------
 def test_make_sampler_by_name():
     assert set(SAMPLERS) == {"sgld", "ula", "psgld", "mala", "sghmc", "sgnht", "sgrld", "sgrhmc", "recipe", "scir",
-                             "sgld_corrected", "sghmc_corrected"}
+                             "sgld_corrected", "sghmc_corrected", "baoab", "badodab"}
     model = LogisticRegression(np.ones((5, 2)), np.array([0.0, 1.0, 1.0, 0.0, 1.0]))
     assert isinstance(make_sampler("SGLD"), SGLD)
     sghmc = make_sampler("sghmc", friction=2.0, n_leapfrog=4)

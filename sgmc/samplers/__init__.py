@@ -4,7 +4,8 @@ Every sampler follows one contract (:class:`Sampler`): ``init(rng, position, est
 and ``step(rng, state, estimator, step_size) -> (state, StepInfo)``. Names accepted by
 :func:`sgmc.sample`: ``"sgld"``, ``"sghmc"``, ``"sgnht"``, ``"psgld"``, ``"ula"``, ``"mala"``, ``"sgrld"``, ``"sgrhmc"``
 (Riemannian, with a :class:`Metric`; GLMs default to their Fisher metric), ``"recipe"`` (the general
-D, Q sampler), ``"scir"`` (the simplex), ``"sgld_corrected"`` and ``"sghmc_corrected"`` (gradient-noise
+D, Q sampler), ``"baoab"`` and ``"badodab"`` (splitting integrators; BADODAB's thermostat absorbs
+gradient noise), ``"scir"`` (the simplex), ``"sgld_corrected"`` and ``"sghmc_corrected"`` (gradient-noise
 corrections). Step
 sizes use the review's convention: SGLD is theta' = theta + (h/2) g + N(0, h I).
 """
@@ -32,20 +33,22 @@ from .metrics import GLMFisherMetric, Metric
 from .recipe import Recipe, RecipeState
 from .riemannian import SGRLD, SGRHMC, SGRHMCState
 from .scir import SCIR, SCIRState
+from .splitting import BADODAB, BAOAB, BADODABState, BAOABState
 
 __all__ = [
     "Sampler", "SamplerBase", "StepInfo", "add_costs",
     "Schedule", "constant", "polynomial", "step_sizes", "to_epsilon", "from_learning_rate",
-    "SGLD", "ULA", "PSGLD", "MALA", "SGHMC", "SGNHT", "SGRLD", "SGRHMC", "Recipe", "SCIR", "VollmerSGLD", "SGHMCCorrected", "NoiseCorrectionError",
+    "SGLD", "ULA", "PSGLD", "MALA", "SGHMC", "SGNHT", "SGRLD", "SGRHMC", "Recipe", "SCIR", "BAOAB", "BADODAB", "VollmerSGLD", "SGHMCCorrected", "NoiseCorrectionError",
     "Metric", "GLMFisherMetric",
     "LangevinState", "PSGLDState", "MALAState", "SGHMCState", "SGNHTState", "SGRHMCState", "RecipeState", "SCIRState",
+    "BAOABState", "BADODABState",
     "make_sampler", "SAMPLERS",
 ]
 
 SAMPLERS = {
     "sgld": SGLD, "ula": ULA, "psgld": PSGLD, "mala": MALA, "sghmc": SGHMC, "sgnht": SGNHT,
     "sgrld": SGRLD, "sgrhmc": SGRHMC, "recipe": Recipe, "scir": SCIR,
-    "sgld_corrected": VollmerSGLD, "sghmc_corrected": SGHMCCorrected,
+    "sgld_corrected": VollmerSGLD, "sghmc_corrected": SGHMCCorrected, "baoab": BAOAB, "badodab": BADODAB,
 }
 
 
