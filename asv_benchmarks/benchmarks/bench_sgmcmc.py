@@ -5,7 +5,8 @@ minibatch per chain, the gradient, the step) through the sampler kernel; ``SGLDS
 peak memory of a whole ``sgmc.sample`` run of 10^4 iterations, which adds the runner's bookkeeping
 and the preallocated trace; ``SGLDCVSample`` the same with the control-variate estimator at a fixed
 centre (no mode search timed); ``SGLDCVStep`` one control-variate iteration beside ``SGLDStep``;
-``SGLDFixedCost`` the one-chain floor with and without replacement. They run d in {10, 100} and 1 or 32 chains. Per chain-iteration
+``SGLDFixedCost`` the one-chain floor with and without replacement; ``MomentumStep`` one iteration of
+SGHMC (one kick per iteration), BAOAB and BADODAB, each one minibatch gradient per step. They run d in {10, 100} and 1 or 32 chains. Per chain-iteration
 costs and the comparison with a hand-written NumPy loop are in ``asv_benchmarks/peer_sgld.py`` and
 ``docs/performance.md``.
 """
@@ -19,7 +20,7 @@ with safe_import():
     from sgmc.backends import default_rng
     from sgmc.estimators import ControlVariate, Minibatch
     from sgmc.models import LogisticRegression
-    from sgmc.samplers import SGLD
+    from sgmc.samplers import BADODAB, BAOAB, SGHMC, SGLD
 with safe_import():
     from sgmc._sampling import subsample
 
@@ -69,6 +70,31 @@ class SGLDCVStep(SGLDStep):
         self.estimator = ControlVariate(self.model, BATCH, centre=centre)
         start = self.rng.normal((chains, dim), dtype=self.model.dtype)
         self.state = self.sampler.init(self.rng, start, self.estimator)
+
+
+class MomentumStep(_LogisticSGLD):
+    """One iteration of a momentum sampler with one minibatch gradient: SGHMC (one kick, momentum kept
+    between iterations), BAOAB and BADODAB (the splitting integrators of docs/samplers.md). The
+    gradient dominates, so the three should cost about the same; BADODAB adds two thermostat sums."""
+
+    param_names = ("backend", "sampler", "dim", "chains")
+    params = (BACKENDS, ["sghmc", "baoab", "badodab"], [10, 100], [1, 32])
+
+    def prepare(self, sampler, dim, chains):
+        super().prepare(dim, chains)
+        self.estimator = Minibatch(self.model, BATCH)
+        self.sampler = {"sghmc": lambda: SGHMC(n_leapfrog=1, resample_momentum=False), "baoab": BAOAB,
+                        "badodab": BADODAB}[sampler]()
+        self.rng = default_rng(0, backend=self.be)
+        start = self.rng.normal((chains, dim), dtype=self.model.dtype)
+        self.state = self.sampler.init(self.rng, start, self.estimator)
+
+    def warm_up(self, backend, sampler, dim, chains):
+        self.time_momentum_step(backend, sampler, dim, chains)
+
+    def time_momentum_step(self, backend, sampler, dim, chains):
+        self.sampler.step(self.rng, self.state, self.estimator, STEP_SIZE)
+        self.sync()
 
 
 class SGLDFixedCost(XPBenchmark):
