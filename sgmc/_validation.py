@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 __all__ = ["did_you_mean", "check_int", "check_step_size", "check_positive", "check_nonnegative", "check_batch_size", "check_choice",
-           "check_file"]
+           "check_file", "check_alloc", "memory_bytes"]
 
 
 def did_you_mean(value: Any, choices: Any) -> str:
@@ -140,3 +140,41 @@ def check_file(path: Any, name: str, what: str = "file", error: type = ValueErro
         return path
     msg = f"cannot read {what} {path!r}: {label} must be the path of an existing {what}; {why}"
     raise error(msg)
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory in bytes (``SGMC_MAX_BYTES`` overrides it; 1 TiB where unknown)."""
+    override = os.environ.get("SGMC_MAX_BYTES")
+    if override is not None:
+        try:
+            return check_int(int(override), "SGMC_MAX_BYTES")
+        except (TypeError, ValueError):
+            msg = f"the environment variable SGMC_MAX_BYTES must be a positive integer (bytes); got {override!r}"
+            raise ValueError(msg) from None
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 2**40
+
+
+def _bytes_text(n: float) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} bytes"
+
+
+def check_alloc(n_bytes: int, name: str, value: Any, what: str) -> None:
+    """Refuse a size argument whose allocation would not fit in this machine's memory, before allocating.
+
+    ``n_bytes`` is what ``name`` = ``value`` asks for (computed with Python integers, so it cannot
+    overflow), ``what`` says for what (``"the (m,) index array"``). Raises ``ValueError`` naming the
+    argument, the bytes needed and the memory there is; ``SGMC_MAX_BYTES`` sets another limit.
+    """
+    limit = memory_bytes()
+    if n_bytes > limit:
+        label = name if name.startswith("-") else f"`{name}`"
+        where = "the limit SGMC_MAX_BYTES" if "SGMC_MAX_BYTES" in os.environ else "this machine's memory"
+        msg = (f"{label}={value!r} is too large: {what} would need about {_bytes_text(n_bytes)}, more than "
+               f"{where} ({_bytes_text(limit)}); give a smaller {label}")
+        raise ValueError(msg)

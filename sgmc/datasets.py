@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._validation import check_file, check_int
+from ._validation import check_alloc, check_file, check_int
 
 __all__ = [
     "SimulatedData",
@@ -135,6 +135,7 @@ def covariate_covariance(dim: int, rho: float = 0.4, rng: Any = 0) -> np.ndarray
     (True, True)
     """
     dim = check_int(dim, "dim", 1)
+    check_alloc(3 * 8 * dim * dim, "dim", dim, "the (dim, dim) covariance and its factor")
     rho = float(rho)
     if not (math.isfinite(rho) and 0.0 <= rho < 1.0):
         msg = f"`rho` must be in [0, 1); got {rho!r}"
@@ -261,11 +262,18 @@ def _sigmoid(eta: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * eta))  # no overflow for large |eta|
 
 
+def _check_design_size(n: int, dim: int, n_test: int) -> None:
+    """Refuse sizes whose design matrices (with the copies made while simulating) would not fit in memory."""
+    name, value = ("dim", dim) if dim + 1 >= n + n_test else (("n", n) if n >= n_test else ("n_test", n_test))
+    check_alloc(3 * 8 * (n + n_test) * (dim + 1), name, value, "the simulated (n + n_test, dim) design matrices")
+
+
 def _simulate_linear_predictor(n, dim, rho, n_test, rng):
     """Sigma_x, theta, (X, X theta) for training and test, and a generator for the responses."""
     n = check_int(n, "n", 1)
     dim = check_int(dim, "dim", 1)
     n_test = check_int(n_test, "n_test", 0)
+    _check_design_size(n, dim, n_test)
     cov_gen, theta_gen, x_gen, y_gen = np.random.default_rng(rng).spawn(4)
     cov = covariate_covariance(dim, rho, cov_gen)
     scales = theta_gen.choice(np.asarray(COEF_SCALES), size=dim, replace=True)
@@ -465,6 +473,7 @@ def classification_data(
     n = check_int(n, "n", 1)
     dim = check_int(dim, "dim", 1)
     n_test = check_int(n_test, "n_test", 0)
+    _check_design_size(n, dim, n_test)
     frac = float(positive_fraction)
     if not (0.0 < frac < 1.0):
         msg = f"`positive_fraction` must be in (0, 1); got {positive_fraction!r}"

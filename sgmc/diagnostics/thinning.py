@@ -14,10 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from .._array_api import Array
-from .._validation import check_int
+from .._validation import check_alloc, check_int
 from . import _stein
 
 __all__ = ["stein_thin"]
+
+#: Memory per selected point: the index array held in the Python list of picks, and the int64 result.
+_BYTES_PER_PICK = 120
 
 
 def stein_thin(
@@ -66,6 +69,7 @@ def stein_thin(
     """
     c, beta = _stein.check_c_beta(c, beta)
     m = check_int(m, "m")
+    check_alloc(m * _BYTES_PER_PICK, "m", m, "the list of m selected indices")
     if not isinstance(standardize, bool):
         msg = f"`standardize` must be a bool; got {type(standardize).__name__}"
         raise TypeError(msg)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._array_api import Array, check_finite, is_array
-from .._validation import check_int, check_positive
+from .._validation import check_alloc, check_int, check_positive
 from .base import StateSpaceModel
 from .subsequence import Windows
 
@@ -167,10 +167,13 @@ class AR(StateSpaceModel):
         from .. import backends
 
         T = check_int(T, "T")
+        burn_in = check_int(burn_in, "burn_in", minimum=0)
+        for name, value in (("T", T), ("burn_in", burn_in)):  # host floats: noise, history and output per step
+            check_alloc(value * 96, name, value, f"{name} steps of the simulation")
         theta, _ = self._theta(theta)
         vals = backends.to_numpy(theta[0]).tolist()
         c, a, s = vals[0], vals[1:-1], float(backends.to_numpy(self.xp.exp(theta[0, -1])))
-        n = T + int(burn_in)
+        n = T + burn_in
         e = backends.to_numpy(rng.normal((n,), dtype=self.dtype)).tolist()
         hist = [0.0] * self.p
         out = []

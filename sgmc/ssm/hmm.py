@@ -35,12 +35,12 @@ from .._array_api import Array, check_finite, device_of, is_array
 from .._blocks import is_out_of_core
 from .._dispatch import native
 from .._sampling import categorical
-from .._validation import check_choice, check_int, check_positive
+from .._validation import check_alloc, check_choice, check_int, check_positive
 from .base import StateSpaceModel
 from .fisher import SSMFisherMetric
 from .hmm_scan import messages_scan
 from .hmm_params import first_state_smoother, fixed_precision_factor, make_prior, prior_grads, prior_terms
-from .lgssm import _selector
+from .lgssm import _BYTES_PER_PARAM, _selector
 from .subsequence import Windows
 
 __all__ = ["GaussianHMM", "HMMParams", "forward_backward"]
@@ -280,9 +280,12 @@ class GaussianHMM(StateSpaceModel):
         y_arr = y if is_array(y) or is_out_of_core(y) else backends.asarray(y, backend="numpy")
         m = 1 if y_arr.ndim == 1 else int(y_arr.shape[-1])
         K = check_int(n_states, "n_states", minimum=2)
-        tri = [i * m + j for i in range(m) for j in range(i + 1)]
         fixed = emission_cov is not None
-        dim = K * K + K * m + (0 if fixed else K * len(tri))
+        dim = K * K + K * m + (0 if fixed else K * (m * (m + 1) // 2))
+        T_len = int(y_arr.shape[0]) if y_arr.ndim else 1
+        check_alloc(dim * _BYTES_PER_PARAM + 8 * T_len * K * (2 + K), "n_states", n_states,
+                    "the parameter table and the (T, K) messages with their (T, K, K) pair terms")
+        tri = [i * m + j for i in range(m) for j in range(i + 1)]
         super().__init__(y_arr, dim, 1, m)
         self.K, self.m = K, m
         xp, dt, dev = self.xp, self.dtype, self.device
@@ -467,6 +470,7 @@ class GaussianHMM(StateSpaceModel):
         """Draw ``(z, y)``: states (T,) int64 and observations (T, m) at ``theta`` (dim,)."""
         xp = self.xp
         T = check_int(T, "T")
+        check_alloc(T * (160 + 8 * self.m * (self.m + 3)), "T", T, "T steps of states and observations")
         theta = theta if is_array(theta) else xp.asarray(theta, dtype=self.dtype, device=self.device)
         Pi, mu, Sigma = self.constrain(theta[None, :])
         cdf = xp.cumulative_sum(Pi[0], axis=-1)  # (K, K)

@@ -31,13 +31,16 @@ from typing import Any, NamedTuple
 
 from .. import backends
 from .._array_api import Array, array_namespace, check_finite, is_array
-from .._validation import check_int, check_positive
+from .._validation import check_alloc, check_int, check_positive
 from .base import StateSpaceModel, as_series
 from .fisher import SSMFisherMetric
 from .kalman import kalman_loglik, kalman_stats, precision_grads, stationary_covariance
 from .subsequence import Windows
 
 __all__ = ["LGSSM", "LGSSMParams"]
+
+#: Host memory per model parameter beyond its value: its name and its places in the index tables.
+_BYTES_PER_PARAM = 160
 
 
 class LGSSMParams(NamedTuple):
@@ -94,6 +97,10 @@ class LGSSM(StateSpaceModel):
         y_arr = as_series(y, "y")[1]  # (T, m), finite, real: checked before its shape is read
         m = int(y_arr.shape[-1])
         n = m if state_dim is None else check_int(state_dim, "state_dim")
+        n_params = n * n + m * n + n * (n + 1) // 2 + m * (m + 1) // 2
+        scatter = 8 * ((n * n) ** 2 + (m * n) ** 2 + (m * m) ** 2)  # the identities _selector cuts columns from
+        check_alloc(n_params * _BYTES_PER_PARAM + scatter + 8 * int(y_arr.shape[0]) * n * (n + 1), "state_dim",
+                    state_dim, "the parameter tables, the (n^2, n^2) scatter matrices and the (T, n, n) covariances")
         k = min(n, m)
         c_free = [i * n + j for i in range(m) for j in range(n) if not (i < k and j < k)]
         tq = [i * n + j for i in range(n) for j in range(i + 1)]
@@ -348,9 +355,11 @@ class LGSSM(StateSpaceModel):
     # -- simulation -----------------------------------------------------------------------------------
     def simulate(self, rng: Any, T: int, theta: Any) -> tuple[Array, Array]:
         """Draw ``(x, y)`` of shapes ``(T, n)``, ``(T, m)`` at ``theta`` (dim,), from ``x_0 ~ N(m0, P0)``."""
+        T = check_int(T, "T")
+        check_alloc(T * (160 + 8 * 4 * (self.n + self.m)), "T", T, "T steps of states and observations")
         theta = theta if is_array(theta) else self.xp.asarray(theta, dtype=self.dtype, device=self.device)
         A, Q, C, R, _, _ = self._matrices(theta[None, :])
-        return _simulate(rng, int(T), A[0], Q[0], C[0], R[0], self.m0, self.P0)
+        return _simulate(rng, T, A[0], Q[0], C[0], R[0], self.m0, self.P0)
 
     @staticmethod
     def simulate_scalar(rng: Any, T: int, theta: Any, m0: float = 0.0, P0: float = 1.0) -> tuple[Array, Array]:
@@ -359,6 +368,7 @@ class LGSSM(StateSpaceModel):
         Arrays come from ``rng``'s backend.
         """
         T = check_int(T, "T")
+        check_alloc(T * 200, "T", T, "T steps of states and observations")
         xp = rng.backend.xp
         dt = xp.float64
         dev = rng.device
