@@ -5,9 +5,10 @@ cache) goes through :func:`atomic_write`: the bytes go to a temporary file in th
 folder, are flushed and synced to disk, and the temporary file then replaces the destination in one
 ``os.replace``, which is atomic on POSIX and Windows within one file system. A process killed while
 writing leaves the earlier file intact and a hidden temporary file beside it, named after the host
-and process that wrote it (``.NAME.HOST.PID.TOKEN.part``); the next write into that folder removes
-such leftovers whose process is gone (or, when that cannot be told, that have not changed for an
-hour), and never the file of a writer that is still at work.
+and process that wrote it and marked as sgmc's (``.NAME.HOST.PID.TOKEN.sgmc-part``); the next write
+into that folder removes such leftovers whose process is gone (or, when that cannot be told, that
+have not changed for an hour), and never the file of a writer that is still at work, nor any file
+without sgmc's mark (another program's ``.NAME.X.part`` stays).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import socket
 import time
 from typing import IO, Iterator
 
-__all__ = ["atomic_write", "remove_stale_parts", "STALE_AGE"]
+__all__ = ["atomic_write", "remove_stale_parts", "STALE_AGE", "SUFFIX"]
 
 #: Seconds after which a temporary file that cannot be tied to a live process counts as left over.
 STALE_AGE = 3600.0
 
-_OURS = re.compile(r"^\..+\.(?P<host>[A-Za-z0-9_-]+)\.(?P<pid>\d+)\.[0-9a-f]{12}\.part$")
-_EARLIER = re.compile(r"^\..+\.[a-z0-9_]{8}\.part$")  # tempfile.mkstemp names of earlier versions
+#: The ending that marks a temporary file as written by :func:`atomic_write` (no other program's is touched).
+SUFFIX = ".sgmc-part"
+_OURS = re.compile(r"^\..+\.(?P<host>[A-Za-z0-9_-]+)\.(?P<pid>\d+)\.[0-9a-f]{12}" + re.escape(SUFFIX) + "$")
 
 
 def _host() -> str:
@@ -49,9 +51,10 @@ def _alive(pid: int) -> bool | None:
 def remove_stale_parts(folder: str, now: float | None = None) -> list[str]:
     """Remove temporary files of killed writes from ``folder``; return the names removed.
 
-    A file written by this host is removed when its process no longer exists; one written by
-    another host, or named by an earlier version, when it has not changed for :data:`STALE_AGE`
-    seconds. Errors (a file removed meanwhile, no permission) are ignored.
+    Only files named by :func:`atomic_write` (ending in :data:`SUFFIX`) are considered. One written by
+    this host is removed when its process no longer exists; one written by another host when it has
+    not changed for :data:`STALE_AGE` seconds. Errors (a file removed meanwhile, no permission) are
+    ignored.
     """
     now = time.time() if now is None else now
     host, removed = _host(), []
@@ -61,17 +64,15 @@ def remove_stale_parts(folder: str, now: float | None = None) -> list[str]:
         return removed
     for entry in entries:
         name = entry.name
-        if not (name.startswith(".") and name.endswith(".part")):
-            continue
         ours = _OURS.match(name)
+        if ours is None:
+            continue
         try:
-            alive = _alive(int(ours["pid"])) if ours and ours["host"] == host else None
+            alive = _alive(int(ours["pid"])) if ours["host"] == host else None
             if alive is not None:
                 stale = not alive and int(ours["pid"]) != os.getpid()
-            elif ours or _EARLIER.match(name):
-                stale = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AGE
             else:
-                continue
+                stale = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AGE
             if stale and entry.is_file(follow_symlinks=False):
                 os.remove(entry.path)
                 removed.append(name)
@@ -110,7 +111,7 @@ def atomic_write(path: str | os.PathLike) -> Iterator[IO[bytes]]:
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     remove_stale_parts(folder)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{_host()}.{os.getpid()}.{secrets.token_hex(6)}.part")
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{_host()}.{os.getpid()}.{secrets.token_hex(6)}{SUFFIX}")
     # a new file gets the mode the umask allows (the system applies it); one that replaces a file keeps its mode
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:

@@ -1,15 +1,16 @@
-"""Objects as data: a JSON document plus NumPy arrays, rebuilt without running code from the file.
+"""Objects as data: a JSON document of plain values plus NumPy arrays, in a declared schema.
 
 :class:`Encoder` turns an object graph into a JSON-able document and a list of host arrays;
-:class:`sgmc._decode.Decoder` turns them back. Only these are stored: ``None``, booleans, numbers, strings,
-lists, tuples and dicts of them; NumPy arrays, scalars and dtypes; arrays, dtypes, devices and
-namespaces of a registered backend (by the backend's name, the array as a host copy); NumPy seed
-sequences and generators (by their bit generator's state); backends; and instances, classes and
-functions that belong to sgmc itself, found again by their module and qualified name inside the
-package and rebuilt through ``__getstate__``/``__setstate__`` or their ``__dict__``. Anything else
-raises :class:`NotStorable`. Decoding calls nothing named by the file outside that list, so a file
-can describe data but never code; objects that cannot be stored (a user's model) are left as
-placeholders that the caller supplies again (``supplied=``).
+:class:`sgmc._decode.Decoder` turns them back. The schema (:data:`SCHEMA`, its version
+:data:`SCHEMA_VERSION`) holds only: ``None``, booleans, numbers, strings, lists, tuples and dicts of
+them; NumPy arrays, scalars and dtypes; arrays, dtypes, devices and namespaces of a registered backend
+(by the backend's name, the array as a host copy); NumPy seed sequences and generators and sgmc's
+backend generators (by their state); records (``NamedTuple`` classes of :mod:`sgmc._registry`, by
+field); and objects of registered constructors, by the class's registry name and the options its
+public constructor takes (found by :func:`sgmc._registry.options`, which checks that they rebuild the
+object exactly). Anything else raises :class:`NotStorable`: no function, class or attribute set is
+ever written. Objects that cannot be stored (a user's model) are left as placeholders that the caller
+supplies again (``supplied=``).
 
 Objects keep their identity: an object met twice is stored once and referred to by number, and
 numbering can continue from an earlier document, so a second document can refer into a first one
@@ -18,7 +19,6 @@ that was written once (the run's data) and is shared by many (the checkpoints).
 
 from __future__ import annotations
 
-import importlib
 import math
 import types
 import warnings
@@ -26,15 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from . import backends
+from . import _registry, backends
 from ._array_api import is_array
+from .backends._base import Generator, HostGenerator
 
-__all__ = ["Encoder", "NotStorable", "sgmc_name"]
+__all__ = ["Encoder", "NotStorable", "SCHEMA", "SCHEMA_VERSION", "METHODS"]
 
-# Modules whose objects a file may not name: command line, experiments, file and run machinery.
-_DENIED = ("sgmc.cli", "sgmc.experiments", "sgmc.run", "sgmc.trace", "sgmc.tuning", "sgmc._codec", "sgmc._decode",
-           "sgmc._checkpoint", "sgmc._safefile", "sgmc._atomic", "sgmc._datacache", "sgmc.datasets", "sgmc.plot",
-           "sgmc.__main__", "sgmc._progress")
+#: Name and version of the document schema; a file of another version is refused naming both.
+SCHEMA = "sgmc objects"
+SCHEMA_VERSION = 3
+#: Bound methods a document may hold, by name, on an object it stores (a run's score function).
+METHODS = ("grad_log_posterior",)
 _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
 _DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
            "float32", "float64", "complex64", "complex128")
@@ -45,39 +47,6 @@ _NUMS_MIN = 16  # lists of this many plain floats (or ints) are stored as one ar
 
 class NotStorable(TypeError):
     """An object that a checkpoint cannot hold as data (it is not part of sgmc, or holds code)."""
-
-
-def _allowed(module: Any) -> bool:
-    return isinstance(module, str) and (module == "sgmc" or module.startswith("sgmc.")) and not any(
-        module == d or module.startswith(d + ".") for d in _DENIED)
-
-
-def sgmc_name(obj: Any) -> tuple[str, str] | None:
-    """``(module, qualname)`` of a class or function of sgmc that can be found again by name, else None."""
-    module, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    if not (_allowed(module) and isinstance(qual, str)) or "<" in qual:
-        return None
-    try:
-        found = _resolve(module, qual)
-    except (ValueError, ImportError):
-        return None
-    return (module, qual) if found is obj else None
-
-
-def _resolve(module: str, qual: str) -> Any:
-    if not _allowed(module) or "<" in qual or any(p.startswith("__") for p in qual.split(".")):
-        msg = f"{module}.{qual} is not part of sgmc that a file may name"
-        raise ValueError(msg)
-    obj: Any = importlib.import_module(module)
-    for part in qual.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            msg = f"sgmc has no {module}.{qual}"
-            raise ValueError(msg)
-    if getattr(obj, "__module__", None) != module or getattr(obj, "__qualname__", None) != qual:
-        msg = f"{module}.{qual} is not defined in sgmc"
-        raise ValueError(msg)
-    return obj
 
 
 def _backend_of_type(obj: Any) -> Any:
@@ -198,6 +167,8 @@ class Encoder:
         if t is np.random.Generator:
             n = self._new_id(obj)
             return {"$t": "npgen", "$id": n, "bg": self._enc(obj.bit_generator)}
+        if isinstance(obj, Generator):
+            return self._generator(obj)
         if isinstance(obj, types.ModuleType):
             try:
                 return {"$t": "xp", "b": backends.get_backend(obj).name}
@@ -209,30 +180,42 @@ class Encoder:
             return {"$t": "xa", "$id": n, "b": be.name, "dev": self._device(be, obj.device),
                     "m": self._member(np.asarray(be.to_host(obj)))}
         if isinstance(obj, types.MethodType):
-            return {"$t": "meth", "self": self._enc(obj.__self__), "name": obj.__func__.__name__}
-        if isinstance(obj, type):
-            name = sgmc_name(obj)
-            if name is None:
-                raise NotStorable(f"the class {obj.__module__}.{obj.__qualname__} is not part of sgmc")
-            return {"$t": "cls", "m": name[0], "q": name[1]}
-        if hasattr(obj, "__qualname__") and callable(obj):  # a function (an instance has no __qualname__)
-            name = sgmc_name(obj)
-            if name is None:
-                where = f"{getattr(obj, '__module__', None)}.{obj.__qualname__}"
-                raise NotStorable(f"the function {where} is not part of sgmc")
-            return {"$t": "fn", "m": name[0], "q": name[1]}
-        cls = sgmc_name(t)
-        if cls is None:
-            dev = self._maybe_device_or_dtype(obj)
-            if dev is not None:
-                return dev
-            raise NotStorable(f"an object of type {t.__module__}.{t.__qualname__} is not part of sgmc")
+            owner = self.memo.get(id(obj.__self__))
+            if obj.__func__.__name__ not in METHODS or owner is None or owner[1] is not obj.__self__:
+                raise NotStorable(f"the method {obj.__func__.__qualname__} is not data")
+            return {"$t": "meth", "self": {"$r": owner[0]}, "name": obj.__func__.__name__}
+        dev = self._maybe_device_or_dtype(obj)
+        if dev is not None:
+            return dev
+        if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__"):
+            what = "class" if isinstance(obj, type) else "function"
+            where = f"{getattr(obj, '__module__', None)}.{getattr(obj, '__qualname__', obj)}"
+            raise NotStorable(f"the {what} {where} is code, which a file does not hold")
         if _is_namedtuple(obj):
-            return {"$t": "nt", "c": list(cls), "v": [self._enc(v) for v in obj]}
+            name = _registry.name_of(t)
+            if name is None or name not in _registry.records():
+                raise NotStorable(f"a record of type {t.__module__}.{t.__qualname__} is not part of sgmc")
+            return {"$t": "rec", "c": name, "v": [self._enc(v) for v in obj]}
+        try:
+            name, opts = _registry.options(obj)
+        except _registry.NotRebuildable as err:
+            raise NotStorable(str(err)) from err
         n = self._new_id(obj)
-        getstate = getattr(obj, "__getstate__", None)
-        state = getstate() if getstate is not None else obj.__dict__
-        return {"$t": "obj", "$id": n, "c": list(cls), "s": self._enc(state)}
+        return {"$t": "obj", "$id": n, "c": name, "o": {k: self._enc(v) for k, v in opts.items()}}
+
+    def _generator(self, gen: Any) -> dict:
+        be = backends.get_backend(gen.backend)
+        n = self._new_id(gen)
+        entry = {"$t": "gen", "$id": n, "b": be.name, "k": type(gen).__name__, "dev": self._enc(gen.device),
+                 "seq": self._enc(gen._seed_seq)}
+        if type(gen) is HostGenerator:
+            entry["st"] = self._enc(gen._np.bit_generator.state)
+        else:
+            state = gen.__getstate__()
+            if not isinstance(state, dict):
+                raise NotStorable(f"the generator {type(gen).__name__} has no state to store")
+            entry["st"] = self._enc(state)
+        return entry
 
     def _list(self, obj: list) -> Any:
         if len(obj) >= _NUMS_MIN and all(type(v) is float for v in obj):
@@ -244,12 +227,12 @@ class Encoder:
         return [self._enc(v) for v in obj]
 
     def _rows(self, rows: list) -> dict:
-        cls = sgmc_name(type(rows[0]))
-        if cls is None:
-            t = type(rows[0])
-            raise NotStorable(f"an object of type {t.__module__}.{t.__qualname__} is not part of sgmc")
+        t = type(rows[0])
+        name = _registry.name_of(t)
+        if name is None or name not in _registry.records():
+            raise NotStorable(f"a record of type {t.__module__}.{t.__qualname__} is not part of sgmc")
         cols = [self._column([r[i] for r in rows]) for i in range(len(rows[0]))]
-        return {"$t": "rows", "c": list(cls), "n": len(rows), "cols": cols}
+        return {"$t": "rows", "c": name, "n": len(rows), "cols": cols}
 
     def _column(self, values: list) -> Any:
         first = values[0]

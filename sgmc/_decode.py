@@ -1,247 +1,321 @@
-"""Rebuilding objects from a document of :mod:`sgmc._codec`: nothing the file names outside sgmc is run.
+"""Rebuilding objects from a document of :mod:`sgmc._codec`: data in, public constructors only.
 
-:class:`Decoder` builds only what the encoder's list allows: plain values and containers, NumPy
-arrays (from members read without pickle), scalars, dtypes, seed sequences and generators of the
-listed bit generators, arrays, dtypes, devices and namespaces of registered backends by name, and
-classes and functions of sgmc found again by module and qualified name inside the package (not
-the command line, the experiments or the file machinery), rebuilt through ``__setstate__`` or
-their ``__dict__``. Placeholders take the caller's objects (``supplied=``); anything else raises
-``ValueError``.
+:class:`Decoder` builds only what the schema allows: plain values and containers, NumPy arrays (from
+members read without pickle), scalars, dtypes, seed sequences and generators of the listed bit
+generators, backend generators (made by the backend's own ``make_generator`` and moved to the stored
+position of their stream), arrays, dtypes, devices and namespaces of registered backends by name,
+records of :mod:`sgmc._registry` by field, and objects of its registered constructors, by calling
+the public constructor with the stored options (checked against its signature). No attribute is set
+from the file and nothing the file names outside the registry is called. Placeholders take the
+caller's objects (``supplied=``).
+
+Everything is bounded before it is built: the document's nesting (:data:`MAX_DEPTH`), the number of
+values built (``budget``, which the caller sizes from the bytes of the file), the sizes of seed
+sequences and the length of every row list, so a small forged file cannot make a huge object.
+Anything else raises ``ValueError``.
 """
 
 from __future__ import annotations
 
-import types
+import re
 from typing import Any
 
 import numpy as np
 
-from . import backends
-from ._codec import _BIT_GENERATORS, _DTYPES, _devices, _resolve
+from . import _registry, backends
+from ._codec import _BIT_GENERATORS, _DTYPES, METHODS, _devices
+from .backends._base import HostGenerator
 
-__all__ = ["Decoder", "MissingObject"]
+__all__ = ["Decoder", "MissingObject", "MAX_DEPTH", "MAX_POOL", "budget_for"]
+
+#: Deepest nesting of a document (a run's is about 20 levels).
+MAX_DEPTH = 200
+#: Largest seed-sequence pool, spawn key and entropy list (NumPy's pool is 4 words).
+MAX_POOL = 64
+_MAX_INT_BITS = 4096
+_DTYPE_STR = re.compile(r"^[<>|=]?[biufc][1-9][0-9]?$")
+
+
+def budget_for(n_bytes: int) -> int:
+    """How many values a document read from ``n_bytes`` of files may build: ample for sgmc's own."""
+    return 1_000_000 + 64 * int(n_bytes)
 
 
 class Decoder:
     """Rebuilds what :class:`Encoder` stored; ``arrays`` maps member names to host arrays.
 
-    ``supplied`` maps placeholder roles to the caller's objects; ``table`` and ``start`` continue
-    the numbering of an earlier document. Raises ``ValueError`` for anything it will not build.
+    ``supplied`` maps placeholder roles to the caller's objects; ``table`` continues the numbering
+    of an earlier document; ``budget`` caps the number of values built. Raises ``ValueError`` for
+    anything it will not build.
     """
 
-    def __init__(self, arrays: dict, supplied: dict | None = None, table: dict | None = None):
+    def __init__(self, arrays: dict, supplied: dict | None = None, table: dict | None = None,
+                 budget: int = 1_000_000):
         self.arrays = arrays
         self.supplied = dict(supplied or {})
         self.table: dict = dict(table or {})
         self.used_roles: set = set()
+        self.budget = int(budget)
+        self.depth = 0
 
     def decode(self, doc: Any) -> Any:
         """The object for ``doc``."""
         return self._dec(doc)
 
+    def _charge(self, n: int) -> None:
+        if not isinstance(n, int) or n < 0 or n > self.budget:
+            msg = f"the document asks for {n!r} more values than its size allows"
+            raise ValueError(msg)
+        self.budget -= n
+
     def _array(self, name: Any) -> np.ndarray:
-        arr = self.arrays.get(name)
+        arr = self.arrays.get(name) if isinstance(name, str) else None
         if not isinstance(arr, np.ndarray):
             msg = f"the array member {name!r} is missing"
             raise ValueError(msg)
         return arr
 
     def _keep(self, n: Any, obj: Any) -> Any:
-        if not isinstance(n, int) or n in self.table:
+        if type(n) is not int or n in self.table:
             msg = f"object number {n!r} is invalid or used twice"
             raise ValueError(msg)
         self.table[n] = obj
         return obj
 
     def _dec(self, doc: Any) -> Any:
+        self._charge(1)
         if doc is None or type(doc) in (str, int, float, bool):
             return doc
-        if type(doc) is list:
-            return [self._dec(v) for v in doc]
-        if type(doc) is not dict:
-            msg = f"unexpected {type(doc).__name__} in the document"
-            raise ValueError(msg)
-        if "$r" in doc:
-            if doc["$r"] not in self.table:
-                msg = f"reference to unknown object {doc['$r']!r}"
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                msg = f"the document is nested more than {MAX_DEPTH} levels deep"
                 raise ValueError(msg)
-            return self.table[doc["$r"]]
-        tag = doc.get("$t")
-        method = getattr(self, "_tag_" + tag, None) if isinstance(tag, str) and tag.isidentifier() else None
-        if method is None:
-            msg = f"unknown entry type {tag!r}"
-            raise ValueError(msg)
-        return method(doc)
+            if type(doc) is list:
+                return [self._dec(v) for v in doc]
+            if type(doc) is not dict:
+                msg = f"unexpected {type(doc).__name__} in the document"
+                raise ValueError(msg)
+            if "$r" in doc:
+                if len(doc) != 1 or type(doc["$r"]) is not int or doc["$r"] not in self.table:
+                    msg = f"reference to unknown object {str(doc['$r'])[:40]!r}"
+                    raise ValueError(msg)
+                return self.table[doc["$r"]]
+            tag = doc.get("$t")
+            method = _TAGS.get(tag) if isinstance(tag, str) else None
+            if method is None:
+                msg = f"unknown entry type {str(tag)[:40]!r}"
+                raise ValueError(msg)
+            return method(self, doc)
+        finally:
+            self.depth -= 1
+
+    def _list_of(self, d: Any, key: str) -> list:
+        value = d.get(key)
+        if type(value) is not list:
+            _bad(d)
+        return value
 
     # -- one method per entry type ---------------------------------------------------------------
     def _tag_f(self, d):
-        return float(d["v"]) if d["v"] in ("nan", "inf", "-inf") else _bad(d)
+        return float(d["v"]) if d.get("v") in ("nan", "inf", "-inf") else _bad(d)
 
     def _tag_c(self, d):
-        return complex(float(d["v"][0]), float(d["v"][1]))
+        v = self._list_of(d, "v")
+        if len(v) != 2 or not all(type(x) is str and len(x) < 40 for x in v):
+            _bad(d)
+        return complex(float(v[0]), float(v[1]))
 
     def _tag_dict(self, d):
-        out = self._keep(d["$id"], {})
-        for k, v in zip(self._dec(d["k"]), d["v"], strict=True):
-            out[k] = self._dec(v)
+        out = self._keep(d.get("$id"), {})
+        keys, values = self._list_of(d, "k"), self._list_of(d, "v")
+        if len(keys) != len(values):
+            _bad(d)
+        for k, v in zip(keys, values):
+            key = self._dec(k)
+            if not isinstance(key, (str, int, float, bool, tuple, type(None))):
+                _bad(d)
+            out[key] = self._dec(v)
         return out
 
     def _tag_tuple(self, d):
-        return tuple(self._dec(v) for v in d["v"])
+        return tuple(self._dec(v) for v in self._list_of(d, "v"))
 
     def _tag_nd(self, d):
-        return self._keep(d["$id"], self._array(d["m"]))
+        return self._keep(d.get("$id"), self._array(d.get("m")))
 
     def _tag_nums(self, d):
-        return [float(v) for v in self._array(d["m"]).astype(np.float64, copy=False)]
+        arr = self._array(d.get("m"))
+        self._charge(arr.size)
+        return [float(v) for v in arr.reshape(-1).astype(np.float64, copy=False)]
 
     def _tag_ints(self, d):
-        return [int(v) for v in self._array(d["m"]).astype(np.int64, copy=False)]
+        arr = self._array(d.get("m"))
+        if arr.dtype.kind not in "iu":
+            _bad(d)
+        self._charge(arr.size)
+        return [int(v) for v in arr.reshape(-1).astype(np.int64, copy=False)]
 
     def _tag_npsc(self, d):
-        dt = _dtype(d["d"])
-        return np.frombuffer(bytes.fromhex(d["h"]), dtype=dt, count=1)[0]
+        dt, h = _dtype(d.get("d")), d.get("h")
+        if type(h) is not str or len(h) != 2 * dt.itemsize:
+            _bad(d)
+        return np.frombuffer(bytes.fromhex(h), dtype=dt, count=1)[0]
 
     def _tag_npdt(self, d):
-        return _dtype(d["v"])
+        return _dtype(d.get("v"))
 
     def _tag_nptype(self, d):
-        return _dtype(d["v"]).type
+        return _dtype(d.get("v")).type
 
     def _tag_backend(self, d):
-        return backends.get_backend(str(d["b"]))
+        return _backend(d)
 
     def _tag_xp(self, d):
-        return backends.get_backend(str(d["b"])).xp
+        return _backend(d).xp
 
     def _tag_xdt(self, d):
-        if d["v"] not in _DTYPES:
+        if d.get("v") not in _DTYPES:
             _bad(d)
-        return getattr(backends.get_backend(str(d["b"])).xp, d["v"])
+        return getattr(_backend(d).xp, d["v"])
 
     def _tag_dev(self, d):
-        be = backends.get_backend(str(d["b"]))
-        if str(be.default_device) == d["s"]:
+        be = _backend(d)
+        if str(be.default_device) == d.get("s"):
             return be.default_device
         for dev in _devices(be):
-            if str(dev) == d["s"]:
+            if str(dev) == d.get("s"):
                 return dev
-        msg = f"backend {be.name!r} has no device {d['s']!r} here"
+        msg = f"backend {be.name!r} has no device {str(d.get('s'))[:40]!r} here"
         raise ValueError(msg)
 
     def _tag_seedseq(self, d):
-        entropy = self._dec(d["entropy"])
-        if not (isinstance(entropy, int) or isinstance(entropy, list) and all(isinstance(e, int) for e in entropy)):
-            _bad(d)
-        seq = np.random.SeedSequence(entropy, spawn_key=tuple(int(k) for k in d["key"]), pool_size=int(d["pool"]),
-                                     n_children_spawned=int(d["spawned"]))
-        return self._keep(d["$id"], seq)
+        entropy = self._dec(d.get("entropy"))
+        key, pool, spawned = d.get("key"), d.get("pool"), d.get("spawned")
+        seq = _seed_sequence(entropy, key, pool, spawned, d)
+        return self._keep(d.get("$id"), seq)
 
     def _tag_bitgen(self, d):
-        if d["cls"] not in _BIT_GENERATORS:
+        if d.get("cls") not in _BIT_GENERATORS:
             _bad(d)
-        seq = self._dec(d["seq"])
+        seq = self._dec(d.get("seq"))
         if not isinstance(seq, np.random.SeedSequence):
             _bad(d)
         bg = getattr(np.random, d["cls"])(seq)
-        self._keep(d["$id"], bg)
-        bg.state = self._dec(d["state"])
+        self._keep(d.get("$id"), bg)
+        bg.state = _plain_state(self._dec(d.get("state")), d)
         return bg
 
     def _tag_npgen(self, d):
-        n = d["$id"]
-        bg = self._dec(d["bg"])
+        n = d.get("$id")
+        bg = self._dec(d.get("bg"))
         if not isinstance(bg, np.random.BitGenerator):
             _bad(d)
         return self._keep(n, np.random.Generator(bg))
 
+    def _tag_gen(self, d):
+        be = _backend(d)
+        n = d.get("$id")
+        dev = self._dec(d.get("dev"))
+        seq = self._dec(d.get("seq"))
+        if not isinstance(seq, np.random.SeedSequence):
+            _bad(d)
+        gen = be.make_generator(seq, dev)  # the backend's own constructor
+        if type(gen).__name__ != d.get("k"):
+            msg = f"backend {be.name!r} makes a {type(gen).__name__} here, not a {str(d.get('k'))[:40]}"
+            raise ValueError(msg)
+        self._keep(n, gen)
+        state = self._dec(d.get("st"))
+        if type(gen) is HostGenerator:
+            gen._np.bit_generator.state = _plain_state(state, d)  # NumPy checks the state it is given
+        else:
+            fresh = gen.__getstate__()
+            if not isinstance(state, dict) or state.keys() != fresh.keys() or not all(
+                    _like(fresh[k], state[k]) for k in fresh):
+                _bad(d)
+            gen.__setstate__(state)
+        return gen
+
     def _tag_xa(self, d):
-        be = backends.get_backend(str(d["b"]))
-        host = self._array(d["m"])
-        dev = self._dec(d["dev"])
+        be = _backend(d)
+        host = self._array(d.get("m"))
+        if host.dtype.name not in _DTYPES:
+            _bad(d)
+        dev = self._dec(d.get("dev"))
         dtype = getattr(be.xp, host.dtype.name)
-        return self._keep(d["$id"], be.from_host(np.array(host), dtype, dev if dev is not None else be.default_device))
+        return self._keep(d.get("$id"), be.from_host(np.array(host), dtype, dev if dev is not None else be.default_device))
 
     def _tag_meth(self, d):
-        owner, name = self._dec(d["self"]), d["name"]
-        if not isinstance(name, str) or name.startswith("__"):
+        owner, name = self._dec(d.get("self")), d.get("name")
+        if name not in METHODS or _registry.name_of(type(owner)) is None and owner not in self.supplied.values():
             _bad(d)
-        method = getattr(owner, name, None)
-        if not (isinstance(method, types.MethodType) and method.__self__ is owner):
-            msg = f"{type(owner).__name__} has no method {name!r}"
-            raise ValueError(msg)
-        return method
+        return getattr(owner, name)
 
-    def _tag_cls(self, d):
-        obj = _resolve(str(d["m"]), str(d["q"]))
-        if not isinstance(obj, type):
-            _bad(d)
-        return obj
-
-    def _tag_fn(self, d):
-        obj = _resolve(str(d["m"]), str(d["q"]))
-        if isinstance(obj, type) or not callable(obj):
-            _bad(d)
-        return obj
-
-    def _tag_nt(self, d):
-        cls = self._tag_cls({"m": d["c"][0], "q": d["c"][1]})
-        if not (issubclass(cls, tuple) and hasattr(cls, "_fields")):
-            _bad(d)
-        return cls(*(self._dec(v) for v in d["v"]))
+    def _tag_rec(self, d):
+        return _registry.record(d.get("c"), [self._dec(v) for v in self._list_of(d, "v")])
 
     def _tag_obj(self, d):
-        cls = self._tag_cls({"m": d["c"][0], "q": d["c"][1]})
-        obj = self._keep(d["$id"], cls.__new__(cls))
-        state = self._dec(d["s"])
-        if getattr(cls, "__setstate__", None) is not None and hasattr(obj, "__setstate__"):
-            obj.__setstate__(state)
-        elif isinstance(state, dict):
-            obj.__dict__.update(state)
-        elif state is None:  # an object with no attributes
-            pass
-        elif isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):  # __slots__
-            obj.__dict__.update(state[0] or {})
-            for key, value in state[1].items():
-                object.__setattr__(obj, key, value)
-        else:
+        n = d.get("$id")
+        opts = d.get("o")
+        if type(opts) is not dict:
             _bad(d)
-        return obj
+        built = {k: self._dec(v) for k, v in opts.items()}
+        return self._keep(n, _registry.build(d.get("c"), built))
 
     def _tag_supplied(self, d):
-        role = d["role"]
+        role = d.get("role")
         if role not in self.supplied:
             msg = f"needs the {role} again"
-            raise MissingObject(role, d.get("check") or {}, msg)
+            raise MissingObject(str(role), d.get("check") if isinstance(d.get("check"), dict) else {}, msg)
         self.used_roles.add(role)
-        return self._keep(d["$id"], self.supplied[role])
+        return self._keep(d.get("$id"), self.supplied[role])
 
     def _tag_rows(self, d):
-        n = int(d["n"])
-        cls = self._tag_cls({"m": d["c"][0], "q": d["c"][1]})
-        if not (issubclass(cls, tuple) and hasattr(cls, "_fields")):
+        n = d.get("n")
+        cls = _registry.records().get(d.get("c")) if isinstance(d.get("c"), str) else None
+        if cls is None or type(n) is not int:
             _bad(d)
-        cols = [self._col(c, n) for c in d["cols"]]
-        return [cls(*row) for row in zip(*cols, strict=True)] if cols else [cls() for _ in range(n)]
+        cols = self._list_of(d, "cols")
+        if len(cols) != len(cls._fields):
+            _bad(d)
+        self._charge(n * (len(cols) + 1))  # before anything of that length is made
+        cols = [self._col(c, n) for c in cols]
+        return [_registry.record(d["c"], list(row)) for row in zip(*cols)] if cols else [cls() for _ in range(n)]
 
     def _col(self, c: Any, n: int) -> list:
         tag = c.get("$t") if type(c) is dict else None
-        if tag == "none":
-            return [None] * n
-        if tag == "rows":
-            return self._tag_rows(c)
-        if tag == "dictcol":
-            cols = [self._col(x, n) for x in c["cols"]]
-            return [dict(zip(c["k"], vals, strict=True)) for vals in zip(*cols, strict=True)]
-        if tag == "stack":
-            a = self._dec(c["a"])
-            return [a[i, ...] for i in range(n)]
-        if tag == "each":
-            return [self._dec(v) for v in c["v"]]
-        out = self._dec(c)
-        if not isinstance(out, list) or len(out) != n:
-            _bad(c)
-        return out
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                msg = f"the document is nested more than {MAX_DEPTH} levels deep"
+                raise ValueError(msg)
+            if tag == "none":
+                return [None] * n
+            if tag == "rows":
+                out = self._tag_rows(c)
+            elif tag == "dictcol":
+                keys, cols = self._list_of(c, "k"), self._list_of(c, "cols")
+                if len(keys) != len(cols) or not all(type(k) is str for k in keys):
+                    _bad(c)
+                cols = [self._col(x, n) for x in cols]
+                out = [dict(zip(keys, vals)) for vals in zip(*cols)] if cols else [{} for _ in range(n)]
+            elif tag == "stack":
+                a = self._dec(c.get("a"))
+                if getattr(a, "ndim", 0) < 1 or int(a.shape[0]) != n:
+                    _bad(c)
+                out = [a[i, ...] for i in range(n)]
+            elif tag == "each":
+                out = [self._dec(v) for v in self._list_of(c, "v")]
+            else:
+                out = self._dec(c)
+            if not isinstance(out, list) or len(out) != n:
+                _bad(c)
+            return out
+        finally:
+            self.depth -= 1
+
+
+_TAGS = {name[len("_tag_"):]: fn for name, fn in vars(Decoder).items() if name.startswith("_tag_")}
 
 
 class MissingObject(ValueError):
@@ -253,9 +327,69 @@ class MissingObject(ValueError):
         self.check = check
 
 
+def _backend(d: dict) -> Any:
+    name = d.get("b")
+    if not isinstance(name, str) or len(name) > 40:
+        _bad(d)
+    return backends.get_backend(name)
+
+
+def _small_int(v: Any, d: Any, lo: int = 0) -> int:
+    if type(v) is not int or v < lo or v.bit_length() > 64:
+        _bad(d)
+    return v
+
+
+def _seed_sequence(entropy: Any, key: Any, pool: Any, spawned: Any, d: Any) -> np.random.SeedSequence:
+    """A SeedSequence from plain values, each bounded (a pool of a million words would take minutes)."""
+    if type(entropy) is int:
+        if entropy < 0 or entropy.bit_length() > _MAX_INT_BITS:
+            _bad(d)
+    elif not (type(entropy) is list and 0 < len(entropy) <= MAX_POOL and all(
+            type(e) is int and 0 <= e and e.bit_length() <= 64 for e in entropy)):
+        _bad(d)
+    if type(key) is not list or len(key) > MAX_POOL:
+        _bad(d)
+    if type(pool) is not int or not 4 <= pool <= MAX_POOL:
+        msg = f"a seed sequence's pool size must be in [4, {MAX_POOL}]; got {str(pool)[:40]}"
+        raise ValueError(msg)
+    return np.random.SeedSequence(entropy, spawn_key=tuple(_small_int(k, d) for k in key), pool_size=pool,
+                                  n_children_spawned=_small_int(spawned, d))
+
+
+def _plain_state(state: Any, d: Any) -> dict:
+    """A NumPy bit generator's state: a small dict of plain values (NumPy checks the rest)."""
+    if not isinstance(state, dict) or len(state) > 8:
+        _bad(d)
+    return state
+
+
+def _like(template: Any, value: Any) -> bool:
+    """Whether ``value`` has the form of ``template``: the same keys, types, and array shapes and dtypes."""
+    if isinstance(template, dict):
+        if not (isinstance(value, dict) and value.keys() == template.keys()):
+            return False
+        if set(template) == {"entropy", "spawn_key", "pool_size", "n_children_spawned"}:
+            try:
+                _seed_sequence(value["entropy"], value["spawn_key"], value["pool_size"], value["n_children_spawned"], value)
+            except ValueError:
+                return False
+            return True
+        return all(_like(template[k], value[k]) for k in template)
+    if isinstance(template, (list, tuple)):
+        return type(value) is type(template) and len(value) == len(template) and all(
+            _like(a, b) for a, b in zip(template, value))
+    if hasattr(template, "shape") and hasattr(template, "dtype"):
+        return type(value) is type(template) and value.shape == template.shape and value.dtype == template.dtype
+    return type(value) is type(template) or template is None
+
+
 def _dtype(s: Any) -> np.dtype:
-    dt = np.dtype(str(s))
-    if dt.hasobject or dt.fields is not None:
+    if not isinstance(s, str) or not _DTYPE_STR.match(s):
+        msg = f"the dtype {str(s)[:40]!r} is not stored as data"
+        raise ValueError(msg)
+    dt = np.dtype(s)
+    if dt.name not in _DTYPES:
         msg = f"the dtype {s!r} is not stored as data"
         raise ValueError(msg)
     return dt

@@ -155,8 +155,9 @@ def _write_raw(path, meta, members, forms=None):
                 data, form = value, "bytes"
             fh.write(data)
             entries.append([name, form, len(data), hashlib.sha256(data).hexdigest()])
-        header = json.dumps({"kind": "checkpoint", "members": entries, "meta": meta}).encode()
-        fh.write(header + hashlib.sha256(header).digest() + struct.pack("<Q", len(header)) + _safefile._END)
+        header = json.dumps({"kind": "checkpoint", "signed": False, "members": entries, "meta": meta}).encode()
+        fh.write(header + hashlib.sha256(header).digest() + bytes(32) + struct.pack("<Q", len(header))
+                 + _safefile._END)
 
 
 class _Raw:
@@ -268,8 +269,8 @@ def test_the_data_set_is_written_once_per_run(tmp_path, monkeypatch):
     writes = []
     real = _checkpoint.write_container
 
-    def counting(path, kind, meta, members):
-        size = real(path, kind, meta, members)
+    def counting(path, kind, meta, members, **kw):
+        size = real(path, kind, meta, members, **kw)
         writes.append((kind, size))
         return size
 
@@ -312,25 +313,28 @@ def test_stale_temporary_files_are_removed_and_live_writers_kept(tmp_path):
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         names = {
-            "dead": f".run.ckpt.{host}.{_dead_pid()}.0123456789ab.part",
-            "live": f".run.ckpt.{host}.{live.pid}.0123456789ab.part",
-            "other_host_fresh": ".run.ckpt.elsewhere.123.0123456789ab.part",
-            "other_host_old": ".run.ckpt.elsewhere.124.0123456789ab.part",
-            "earlier_old": ".trace.npz.abc_1234.part",
-            "earlier_fresh": ".trace.npz.xyz_5678.part",
+            "dead": f".run.ckpt.{host}.{_dead_pid()}.0123456789ab.sgmc-part",
+            "live": f".run.ckpt.{host}.{live.pid}.0123456789ab.sgmc-part",
+            "other_host_fresh": ".run.ckpt.elsewhere.123.0123456789ab.sgmc-part",
+            "other_host_old": ".run.ckpt.elsewhere.124.0123456789ab.sgmc-part",
+            # other programs' temporary files, however old, and files of the user's own are never touched
+            "other_program_old": ".trace.npz.abcdefgh.part",
+            "other_program_pid_like_old": f".run.ckpt.{host}.{_dead_pid()}.0123456789ab.part",
+            "other_program_fresh": ".trace.npz.xyz_5678.part",
             "users_own": ".notes.part",
         }
         for name in names.values():
             (tmp_path / name).write_bytes(b"partial")
         old = time.time() - STALE_AGE - 10
-        for key in ("other_host_old", "earlier_old"):
+        for key in ("other_host_old", "other_program_old", "other_program_pid_like_old"):
             os.utime(tmp_path / names[key], (old, old))
         with atomic_write(tmp_path / "new.bin") as fh:
             fh.write(b"x")
         left = {p.name for p in tmp_path.iterdir()}
-        for key in ("dead", "other_host_old", "earlier_old"):
+        for key in ("dead", "other_host_old"):
             assert names[key] not in left, key
-        for key in ("live", "other_host_fresh", "earlier_fresh", "users_own"):
+        for key in ("live", "other_host_fresh", "other_program_old", "other_program_pid_like_old",
+                    "other_program_fresh", "users_own"):
             assert names[key] in left, key
         assert remove_stale_parts(str(tmp_path)) == []
     finally:
@@ -350,10 +354,10 @@ def test_a_killed_checkpoint_write_leaves_a_part_file_that_the_next_write_remove
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, "-c", script], env=env, timeout=60)
     assert proc.returncode == -signal.SIGKILL
-    assert len([p for p in tmp_path.iterdir() if p.name.endswith(".part")]) == 1
+    assert len([p for p in tmp_path.iterdir() if p.name.endswith(".sgmc-part")]) == 1
     sgmc.sample(LinearRegression(*_data()), step_size=1e-3, batch_size=40, n_iter=20, rng=1, progress=False,
                 checkpoint=str(tmp_path / "run.ckpt"), checkpoint_every=10)
-    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith("part")]
 
 
 def test_importing_sgmc_leaves_the_umask_alone_and_new_files_follow_it(tmp_path):
@@ -431,7 +435,7 @@ def test_an_sgmc_model_holding_user_functions_is_passed_again(tmp_path):
     ckpt = tmp_path / "run.ckpt"
     with pytest.warns(sgmc.SamplingInterruptedWarning):
         sgmc.sample(m, "sgld", checkpoint=str(ckpt), checkpoint_every=10, callback=_stop_at(30, 2), **args)
-    with pytest.raises(ValueError, match=r"does not store its model.*function .*log_lik is not part of sgmc"):
+    with pytest.raises(ValueError, match=r"does not store its model.*TorchModel.*model=\.\.\."):
         sgmc.resume(str(ckpt), progress=False)
     resumed = sgmc.resume(str(ckpt), model=m, progress=False)
     np.testing.assert_array_equal(resumed.draws.numpy(), full.draws.numpy())
@@ -450,12 +454,12 @@ def test_a_full_disk_during_a_run_names_the_file_and_keeps_the_draws(tmp_path, m
     real = _checkpoint.write_container
     count = {"checkpoint": 0}
 
-    def failing(path, kind, meta, members):
+    def failing(path, kind, meta, members, **kw):
         if kind == "checkpoint":
             count["checkpoint"] += 1
             if count["checkpoint"] == 4:  # iteration 80 of the first group
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        return real(path, kind, meta, members)
+        return real(path, kind, meta, members, **kw)
 
     monkeypatch.setattr(_checkpoint, "write_container", failing)
     ckpt = tmp_path / "run.ckpt"
