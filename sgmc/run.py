@@ -32,6 +32,7 @@ from typing import Any, Callable
 from . import _checkpoint, backends
 from ._array_api import as_float_array, check_finite, is_array
 from ._param_names import model_param_names
+from ._safefile import check_key
 from ._progress import progress_bar, progress_scope, wants_progress
 from ._validation import check_choice, check_int
 from .chains import ChainsResult, DivergenceError, run_chains, step_stats
@@ -134,6 +135,7 @@ def sample(
     group_size: int | None = None,
     checkpoint: Any = None,
     checkpoint_every: int | None = None,
+    checkpoint_key: Any = None,
     backend: Any = None,
     max_time: float | None = None,
     **unknown: Any,
@@ -203,9 +205,14 @@ def sample(
         (``executor=None``). The file holds data, not code: arrays and JSON with checksums; the
         model's data set goes once per run to a file beside it (``PATH.HASH.data``), so each write
         costs the state and the draws. A model, sampler or estimator that is not made of sgmc's
-        own classes is not stored and is passed to :func:`resume` again.
+        own classes is not stored and is passed to :func:`resume` again (checked against the
+        model's fingerprint). See ``docs/files.md``.
     checkpoint_every : int, optional
         Iterations between checkpoints (default: a tenth of ``n_iter``).
+    checkpoint_key : bytes or str, optional
+        A secret that signs the checkpoint files (HMAC-SHA256), so that :func:`resume` with the
+        same ``key`` refuses a file altered by anyone without it. Checksums alone detect damage,
+        not tampering.
     backend : str or Backend, optional
         Run on this backend: the model's data (and an array ``init``) are copied there once, before
         anything else (:func:`sgmc.backends.move`); ``"cupy"`` runs everything on the current GPU,
@@ -298,9 +305,11 @@ def sample(
         checkpoint_every = check_int(
             checkpoint_every if checkpoint_every is not None else max(1, n_iter // 10), "checkpoint_every"
         )
-    elif checkpoint_every is not None:
-        msg = "`checkpoint_every` needs `checkpoint=PATH`, the file the checkpoints are written to"
+    elif checkpoint_every is not None or checkpoint_key is not None:
+        what = "checkpoint_every" if checkpoint_every is not None else "checkpoint_key"
+        msg = f"`{what}` needs `checkpoint=PATH`, the file the checkpoints are written to"
         raise ValueError(msg)
+    checkpoint_key = check_key(checkpoint_key, "checkpoint_key")
     auto = parse_auto(step_size, burn_in, n_iter)  # step_size='auto': adapted during burn-in (sgmc.adapt)
     hs = step_sizes(step_size, n_iter) if auto is None else None
 
@@ -336,13 +345,13 @@ def sample(
     score = model.grad_log_posterior if store_grads == "full" else None
     spec = RunSpec(smp, est, hs, kept, store_grads, score, check_every, backend)
     job = _Job(model, spec, tasks, bounds, setup_time, setup_evals, settings,
-               path=checkpoint, every=checkpoint_every or 0)
+               path=checkpoint, every=checkpoint_every or 0, key=checkpoint_key)
     job.max_time = max_time
     return _execute(job, executor, progress, callback)
 
 
 def resume(path: Any, *, model: Any = None, sampler: Any = None, estimator: Any = None, progress: bool = True,
-           callback: Callable | None = None) -> Trace:
+           callback: Callable | None = None, key: Any = None) -> Trace:
     """Continue a run of :func:`sample` from its checkpoint file and return the whole trace.
 
     The draws are those of the uninterrupted run with the same arguments (bit for bit on NumPy),
@@ -350,9 +359,12 @@ def resume(path: Any, *, model: Any = None, sampler: Any = None, estimator: Any 
     at the same interval, so a resumed run can itself be interrupted and resumed. A checkpoint of a
     finished run gives its trace at once.
 
-    Nothing in the file is run: it holds arrays and JSON, every part checked against its SHA-256
-    before use, and objects are rebuilt only from sgmc's own classes and functions, found by name
-    inside the package. A damaged or foreign file raises a ``ValueError`` naming it.
+    Nothing in the file is run: it holds arrays and JSON in a declared schema, every part checked
+    against its SHA-256 before use, and objects are rebuilt only through the public constructors of
+    sgmc's registered classes. A damaged or foreign file raises a ``ValueError`` naming it, and so
+    does a model (rebuilt or passed) that does not match the run's fingerprint (class, parameter
+    names, N, d, data). Checksums detect damage, not tampering; a run signed with
+    ``checkpoint_key`` is read with the same ``key``.
 
     Parameters
     ----------
@@ -361,11 +373,16 @@ def resume(path: Any, *, model: Any = None, sampler: Any = None, estimator: Any 
     model, sampler, estimator : object, optional
         The run's model, sampler or estimator when it is not made of sgmc's own classes (a model
         class of your own, say): such objects are not stored, and the error says which to pass.
-        The model must have the run's ``n_data`` and ``dim``.
+        The model must match the run's: the same class, ``param_names``, ``n_data``, ``dim``
+        and data (compared by SHA-256).
     progress : bool
         Show a progress bar.
     callback : callable, optional
         ``callback(k, state)`` after every iteration, as in :func:`sample` (callbacks are not saved).
+    key : bytes or str, optional
+        The ``checkpoint_key`` the run was signed with; the files are refused when it does not
+        match, when it is missing for a signed run, or when given for an unsigned one. Later
+        checkpoints of the resumed run are signed with it too.
 
     Returns
     -------
@@ -374,8 +391,8 @@ def resume(path: Any, *, model: Any = None, sampler: Any = None, estimator: Any 
     Raises
     ------
     ValueError
-        Naming ``path``, when the file is damaged, not an sgmc checkpoint, or needs an object
-        passed again (naming the keyword).
+        Naming ``path``, when the file is damaged, not an sgmc checkpoint, does not match ``key``,
+        or needs an object passed again (naming the keyword), or when ``model`` does not match.
 
     Examples
     --------
@@ -392,7 +409,7 @@ def resume(path: Any, *, model: Any = None, sampler: Any = None, estimator: Any 
     >>> bool((again.draws == trace.draws).all())
     True
     """
-    job = _Job.load(path, {"model": model, "sampler": sampler, "estimator": estimator})
+    job = _Job.load(path, {"model": model, "sampler": sampler, "estimator": estimator}, check_key(key))
     return _execute(job, None, progress, callback)
 
 
@@ -415,6 +432,7 @@ class _Job:
     budget_iters: int | None = None  # iterations done when a group ran out of the budget
 
     file: Any = None  # the run's data file, once written (see sgmc._checkpoint)
+    key: Any = None  # the secret that signs the checkpoint files (never written to them)
 
     def _roles(self) -> dict:
         return {"model": self.model, "sampler": self.spec.sampler, "estimator": self.spec.estimator}
@@ -427,7 +445,7 @@ class _Job:
         """Write the run's data file (model, sampler, estimator, settings) before sampling starts."""
         if self.file is None:
             try:
-                self.file = _checkpoint.prepare(self.path, self._shared(), self._roles())
+                self.file = _checkpoint.prepare(self.path, self._shared(), self._roles(), self.key)
             except OSError as err:
                 where = os.fspath(self.path)
                 msg = f"cannot write the data file of the checkpoint {where!r}: {err.strerror or err}"
@@ -439,7 +457,7 @@ class _Job:
                  "max_time": self.max_time, "budget_iters": self.budget_iters}
         where = os.fspath(self.path)
         try:
-            self.file = _checkpoint.write(self.path, self._shared(), self._roles(), state, self.file)
+            self.file = _checkpoint.write(self.path, self._shared(), self._roles(), state, self.file, self.key)
         except OSError as err:
             earlier = f"; sgmc.resume({where!r}) continues from the last checkpoint written" if self.file else ""
             msg = (f"cannot write the checkpoint {where!r}: {err.strerror or err}; the draws so far are on "
@@ -454,18 +472,22 @@ class _Job:
             raise new from err
 
     @classmethod
-    def load(cls, path: Any, supplied: dict) -> "_Job":
-        shared, state, run = _checkpoint.read(path, supplied)
+    def load(cls, path: Any, supplied: dict, key: Any = None) -> "_Job":
+        shared, state, run = _checkpoint.read(path, supplied, key)
         roles = shared["roles"]
         spec = shared.get("spec")
-        if not (isinstance(spec, RunSpec) and isinstance(state.get("tasks"), list)
+        needed = ("tasks", "results", "current", "every", "max_time", "budget_iters")
+        if not (isinstance(spec, RunSpec) and isinstance(state, dict) and all(k in state for k in needed)
+                and all(k in shared for k in ("bounds", "setup_time", "setup_evals", "settings"))
+                and isinstance(state.get("tasks"), list)
                 and all(isinstance(t, GroupTask) for t in state["tasks"])
                 and all(isinstance(r, ChainsResult) for r in state.get("results", [None]))):
             msg = f"{os.fspath(path)!r} is not a checkpoint written by sgmc.sample(..., checkpoint=...)"
             raise ValueError(msg)
         job = cls(roles["model"], spec, state["tasks"], shared["bounds"], shared["setup_time"], shared["setup_evals"],
                   shared["settings"], path=path, every=state["every"], results=state["results"],
-                  current=state["current"], max_time=state["max_time"], budget_iters=state["budget_iters"])
+                  current=state["current"], max_time=state["max_time"], budget_iters=state["budget_iters"],
+                  key=key)
         job.file = run
         return job
 
