@@ -3,7 +3,8 @@
 The child script starts with :data:`PROLOGUE`, which defines
 
 * ``vm()``: the process's virtual size (``VmSize``), used only to set the limit;
-* ``limit_below(data_bytes)``: an ``RLIMIT_AS`` that leaves room for half the data;
+* ``limit_below(data_bytes)``: an ``RLIMIT_AS`` that leaves room for half the data above the
+  virtual size (as it was before any trim: the run reuses the heap it had);
 * ``refused(paths)``: which of reading and mapping all of ``paths`` fails under that limit;
 * ``held_base()`` and ``held(base, paths)``: what the process keeps of its data since ``base``.
 
@@ -11,7 +12,7 @@ What a model keeps of its data is measured by what could hold it, not by total v
 jumps by whole reservations unrelated to the data (a new thread's 8 MiB stack, a 64 MiB malloc
 arena, a BLAS buffer): ``held`` returns the bytes of the data files still mapped (from
 ``/proc/self/maps``) and the growth of resident anonymous memory (``RssAnon`` in
-``/proc/self/status``, after ``malloc_trim``), where any copy of the data would live. A reserved but
+``/proc/self/status``, after ``malloc_trim`` has handed freed heap pages back), where any copy of the data would live. A reserved but
 untouched stack or arena adds nothing to either.
 
 The child builds its model on data read from disk, measures ``held``, limits itself with
@@ -38,10 +39,13 @@ PROLOGUE = textwrap.dedent("""
     def vm():
         return _status("VmSize")
 
+    _RESERVED = [0]
+
     def _trim():
         gc.collect()
+        _RESERVED[0] = max(_RESERVED[0], vm())     # the heap as it was, for limit_below
         try:
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
+            ctypes.CDLL(None).malloc_trim(0)
         except (OSError, AttributeError):
             pass
 
@@ -67,7 +71,7 @@ PROLOGUE = textwrap.dedent("""
 
     def limit_below(data):
         gc.collect()
-        limit = vm() + data // 2
+        limit = max(vm(), _RESERVED[0]) + data // 2
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         return limit
 
