@@ -17,7 +17,7 @@ from ._array_api import array_namespace
 from .chains import DivergenceError
 from .executors import WorkerLostError
 from .optimize import ModeNotFoundWarning
-from .run import CheckpointWriteError, RunawayChainWarning, SamplingInterruptedWarning, resume, sample
+from .run import CheckpointWriteError, MixingWarning, RunawayChainWarning, SamplingInterruptedWarning, resume, sample
 from .trace import Trace
 from .tuning import tune_step_size
 
@@ -31,6 +31,7 @@ __all__ = [
     "CheckpointWriteError",
     "SamplingInterruptedWarning",
     "RunawayChainWarning",
+    "MixingWarning",
     "ModeNotFoundWarning",
     "tune_step_size",
     "Trace",

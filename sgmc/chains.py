@@ -28,6 +28,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from . import backends
 from ._array_api import Array, array_namespace, at, device_of
+from .diagnostics.runaway import Watch
 from .samplers._fused import plan as fused_plan
 
 __all__ = ["ChainsResult", "ChainsProgress", "DivergenceError", "run_chains", "step_stats", "check_diverged"]
@@ -113,12 +114,16 @@ class DivergenceError(FloatingPointError):
         self.finished = None
 
 
-def check_diverged(xp: Any, position: Array, k: int, h: float, name: str, note: str = "") -> None:
+def check_diverged(xp: Any, position: Array, k: int, h: float, name: str, note: str = "",
+                   watch: Watch | None = None) -> None:
     """Raise ``FloatingPointError`` naming the step size if any position is not finite.
 
     ``note`` (a sampler's ``step_note``) says how a sampler whose step is on its own scale is tuned.
+    With ``watch`` (a :class:`~sgmc.diagnostics.runaway.Watch`), every iteration since the start is
+    checked through its running maximum of ``|theta|``, not only the current position.
     """
-    if not bool(xp.all(xp.isfinite(position))):
+    ok = xp.all(xp.isfinite(position)) if watch is None else watch.finite()
+    if not bool(ok):
         msg = (
             f"{name} chain diverged by iteration {k + 1}: positions are no longer finite with "
             f"step_size={h:g}; decrease the step size (SGLD on a target whose log density has a "
@@ -223,6 +228,7 @@ def run_chains(
         t0 = time.perf_counter() - (wall[k0 - 1] if k0 else 0.0)
         note = getattr(sampler, "step_note", "")  # optional: samplers whose step is on their own scale
         fused = fused_plan(sampler, estimator, state.position)
+        watch = Watch(xp, sampler, kept[0] if n_keep else n_iter, state.position, resume)
         k = k0
         # Blocks of iterations in one native call (sgmc.samplers._fused): the same draws, generator and
         # records as the loop below; a block ends at every divergence check and checkpoint, `stop` and
@@ -234,9 +240,9 @@ def run_chains(
                 end = min(end, (k // checkpoint_every + 1) * checkpoint_every)
             hs = [step_sizes[i] for i in range(k, end)]
             z, idx = fused.draw(rng, end - k, chains)
-            blk = fused.run(state, hs, z, idx, bool(store_grads) and not full)
+            blk = fused.run(state, hs, z, idx, (bool(store_grads) and not full) or watch.stein)
             state = blk.state
-            infos[k:end] = blk.infos
+            infos[k:end] = watch.block(k, blk.positions, blk.grads, blk.infos)
             before, now = (wall[k - 1] if k else 0.0), time.perf_counter() - t0
             wall[k:end] = [before + (now - before) * (i + 1) / (end - k) for i in range(end - k)]
             while j < n_keep and kept[j] < end:
@@ -256,7 +262,7 @@ def run_chains(
             halt = stop is not None and stop()
             if end % check_every == 0 or end == n_iter or halt:
                 try:
-                    check_diverged(xp, state.position, end - 1, step_sizes[end - 1], sampler.name, note)
+                    check_diverged(xp, state.position, end - 1, step_sizes[end - 1], sampler.name, note, watch)
                 except DivergenceError as err:
                     err.partial = partial(last_ok, None, sum(1 for i in kept[:j] if i < last_ok))
                     raise
@@ -284,6 +290,7 @@ def run_chains(
                 err.iteration, err.step_size = k + 1, float(step_sizes[k])
                 err.partial = partial(k, None, j)
                 raise
+            infos[k] = watch.one(k, state.position, state.grad, infos[k])
             if k == next_keep:
                 draws = at(draws, (slice(None), j, slice(None))).set(state.position)
                 if full:
@@ -298,7 +305,7 @@ def run_chains(
             halt = stop is not None and stop()
             if (k + 1) % check_every == 0 or k + 1 == n_iter or halt:
                 try:
-                    check_diverged(xp, state.position, k, step_sizes[k], sampler.name, note)
+                    check_diverged(xp, state.position, k, step_sizes[k], sampler.name, note, watch)
                 except DivergenceError as err:
                     err.partial = partial(last_ok, None, sum(1 for i in kept[:j] if i < last_ok))
                     raise

@@ -41,6 +41,7 @@ from ._validation import check_file, did_you_mean
 from .datasets import linear_regression_data, load_csv, logistic_regression_data
 from .chains import DivergenceError
 from .diagnostics import log_loss, predictive_log_lik
+from .diagnostics.mixing import MixingWarning
 from .diagnostics.runaway import Runaway, RunawayChainWarning, find_runaway
 from .diagnostics.zero_variance import n_zv_features, zv_mean, zv_order_for
 from .estimators import ESTIMATORS
@@ -582,6 +583,7 @@ def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int,
             # reported in the table instead
             warnings.simplefilter("ignore", SamplingInterruptedWarning)
             warnings.simplefilter("ignore", RunawayChainWarning)
+            warnings.simplefilter("ignore", MixingWarning)
             trace = sample(
                 model, method.sampler, method.estimator, step_size=method.step_size,
                 batch_size=args.batch_size, n_iter=n_iter, burn_in=burn_in, chains=args.chains, init=start,
@@ -605,6 +607,11 @@ def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int,
         row["runaway"] = first._asdict()
         trace.info["runaway"] = [r._asdict() for r in found]
         return {"row": row, "trace": trace, "report": False}
+    mixing = trace.info.get("mixing") or {}
+    if mixing.get("mixed") is False:  # the verdict of sgmc.diagnostics.mixing: a marked row, never a result
+        row["unmixed"] = {"reasons": [r["text"] for r in mixing["reasons"]],
+                          "fixes": list(dict.fromkeys(r["fix"] for r in mixing["reasons"]))}
+        return {"row": row, "trace": trace, "report": False}
     passes = float(trace.info["setup_data_passes"]) + float(np.mean(trace.stats["data_passes"][:, -1]))
     mean = backends.to_numpy(trace.mean())
     row.update(
@@ -616,6 +623,10 @@ def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int,
     return {"row": row, "trace": trace, "report": True}
 
 
+#: How _mark writes a runaway finding's factor, by kind (sgmc.diagnostics.runaway).
+_RUNAWAY_UNITS = {"scale": " x sqrt(d) sd", "spread": " x the posterior's sd"}
+
+
 def _mark(r: dict) -> str | None:
     """What a row that holds no result says instead, or None for a result."""
     if "diverged" in r:
@@ -625,9 +636,12 @@ def _mark(r: dict) -> str | None:
         return f"interrupted {where} (Ctrl-C); no result"
     if "runaway" in r:
         w = r["runaway"]
-        what = ("far outside the Laplace scale" if w["kind"] == "scale" else "growing without bound")
+        what = {"scale": "far outside the Laplace scale", "spread": "spread far wider than the posterior"}.get(
+            w["kind"], "growing without bound")
         return (f"ran away: chain {w['chain']} {what} from iteration {w['iteration']} "
-                f"({w['factor']:.3g}{' x sqrt(d) sd' if w['kind'] == 'scale' else '-fold'}), h = {r['h']:.3g}; no result")
+                f"({w['factor']:.3g}{_RUNAWAY_UNITS.get(w['kind'], '-fold')}), h = {r['h']:.3g}; no result")
+    if "unmixed" in r:
+        return f"NOT MIXED (*): {r['unmixed']['reasons'][0]}, h = {r['h']:.3g}; no result"
     return None
 
 
@@ -904,6 +918,10 @@ def _run_command(args) -> int:
     if any("runaway" in r for r in rows):
         print("ran away: the draws stayed finite but grew without bound or lie far outside the Laplace "
               "approximation at the mode (sgmc.diagnostics.runaway); use a smaller --step-size")
+    for r in rows:
+        if "unmixed" in r:
+            print(f"(*) {r['method']} not mixed: {'; '.join(r['unmixed']['reasons'])}. Fix: "
+                  f"{'; or '.join(r['unmixed']['fixes'])} (sgmc.diagnostics.mixing)")
     for note in notes:
         print(note)
     if stopped is not None:

@@ -36,6 +36,7 @@ from ._safefile import check_key
 from ._progress import progress_bar, progress_scope, wants_progress
 from ._validation import check_choice, check_int
 from .chains import ChainsResult, DivergenceError, run_chains, step_stats
+from .diagnostics.mixing import MixingWarning, warn_if_unmixed
 from .diagnostics.runaway import RunawayChainWarning, warn_if_runaway
 from .estimators import FullGradient, SupportsPrepare, make_estimator
 from .adapt import adapt_step_size, parse_auto
@@ -45,7 +46,7 @@ from .samplers import make_sampler, step_sizes
 from .trace import Trace
 
 __all__ = ["sample", "resume", "DEFAULT_GROUP_SIZE", "SamplingInterruptedWarning", "CheckpointWriteError",
-           "RunawayChainWarning"]
+           "RunawayChainWarning", "MixingWarning"]
 
 
 class SamplingInterruptedWarning(UserWarning):
@@ -578,11 +579,13 @@ def _execute(job: _Job, executor: Any, progress: bool, callback: Callable | None
         trace.info["stopped"] = "max_time" if job.budget_iters is not None else None
         if job.max_time is not None:
             trace.info["max_time"] = job.max_time
-        warn_if_runaway(trace, spec.sampler, spec.step_sizes)
+        found = warn_if_runaway(trace, spec.sampler, spec.step_sizes)
+        warn_if_unmixed(trace, spec.sampler, spec.step_sizes, warn=not found)
         return trace
     trace = job.trace(job.results + ([partial] if partial is not None else []), interrupted=True)
     trace.info["stopped"] = "interrupt"
     warn_if_runaway(trace, spec.sampler, spec.step_sizes)
+    warn_if_unmixed(trace, spec.sampler, spec.step_sizes, warn=False)
     where = f"; resume with sgmc.resume({os.fspath(job.path)!r})" if job.path is not None else ""
     chains = f" of {trace.n_chains} of the {job.settings['chains']} chains" if trace.n_chains < job.settings["chains"] else ""
     msg = (
@@ -771,7 +774,8 @@ def _assemble(job: _Job, results: list, interrupted: bool = False) -> Trace:
         info["n_accepted"] = hx.astype(hx.sum(stats["accepted"], axis=1), hx.int64).tolist()
         info["acceptance_rate"] = (hx.mean(stats["accepted"], axis=1) if n_done else hx.zeros(n_chains)).tolist()
     for key in stats:
-        if key not in ("step_size", "n_evals", "batch_size", "data_passes", "wall_time", "accepted", "accept_prob"):
+        if key not in ("step_size", "n_evals", "batch_size", "data_passes", "wall_time", "accepted", "accept_prob",
+                       "abs_max", "stein"):
             info[key] = stats[key][:, -1].tolist() if n_done else [float("nan")] * n_chains
     return Trace(draws=draws, grads=grads, iterations=kept, stats=stats, info=info,
                  param_names=model_param_names(model))

@@ -101,6 +101,9 @@ def test_sample_is_quiet_on_healthy_runs():
     target = GaussianTarget(np.zeros(3), np.diag([1.0, 0.1, 0.01]))
     with warnings.catch_warnings():
         warnings.simplefilter("error", sgmc.RunawayChainWarning)
+        # the slow coordinate (variance 1, h = 0.01: autocorrelation time ~ 400 iterations) has a bulk ESS
+        # near 50 in these runs: not mixed (sgmc.MixingWarning, tests/test_mixing_flags.py), not running away
+        warnings.simplefilter("ignore", sgmc.MixingWarning)
         for h, init in ((0.01, None), (0.015, np.full((4, 3), 30.0))):  # stationary; converging from far out
             trace = sgmc.sample(target, "sgld", "full", step_size=h, n_iter=3000, burn_in=0, chains=4,
                                 init=init, rng=1, progress=False)
