@@ -122,7 +122,7 @@ def _hash_data(sha: Any, where: str, obj: Any, n: int | None, seen: set) -> None
 
 def _hash_rows(sha: Any, where: str, a: Any) -> None:
     """Hash ``a`` (an array of any backend, or a reader of rows on disk) a block of rows at a time."""
-    sha.update(f"{where}|{tuple(int(s) for s in a.shape)}|".encode())
+    sha.update(f"{where}|{tuple(int(s) for s in a.shape)}|{getattr(a.dtype, 'name', a.dtype)}|".encode())
     if not a.shape:
         sha.update(np.ascontiguousarray(backends.to_numpy(a)).reshape(1).view(np.uint8))
         return
@@ -135,7 +135,6 @@ def _hash_rows(sha: Any, where: str, a: Any) -> None:
     n = int(a.shape[0])
     for start in range(0, n, step):
         block = np.ascontiguousarray(backends.to_numpy(a[start:min(start + step, n), ...]))
-        sha.update(f"{block.dtype.str}|".encode())
         sha.update(block.view(np.uint8).reshape(-1))
 
 
