@@ -36,10 +36,10 @@ from .preferential import (
     PreferentialSubsampling,
     alias_draw,
     alias_table,
-    calibrate_v0,
     cv_ps_weights,
     ps_weights,
 )
+from .v0 import calibrate_v0, laplace_v0, pilot_distances
 from .saga import SAGA, SAGAState
 from .noise import MinibatchNoise, NoiseState, SwitchingControlVariate
 
@@ -69,6 +69,8 @@ __all__ = [
     "ps_weights",
     "cv_ps_weights",
     "calibrate_v0",
+    "laplace_v0",
+    "pilot_distances",
     "linear_kernel",
     "MinibatchNoise",
     "NoiseState",

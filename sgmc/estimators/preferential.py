@@ -28,9 +28,9 @@ Each chain draws its own indices.
 Adaptive subsample size (thesis section 4.3.3, Algorithm 5): by Lemma 4.3.3 the pseudo-variance of the
 CV(-PS) estimator is at most (1/n) ||theta - theta_hat||^2 sum_i L_i^2 / p_i; asking for at most V_0
 gives the smallest n_t > ||theta_t - theta_hat||^2 sum_i L_i^2 / (p_i V_0) (eq. 4.3.14), chosen afresh at
-every iteration and for every chain. V_0 is calibrated as in section 4.5.3: fixed-n pilot chains of
-SGLD-CV (or SGLD-CV-PS) at n, the 95th percentile q_95 of ||theta - theta_hat||^2 along each, and V_0 the
-largest (1/n) q_95 sum_i L_i^2 / p_i over the chains.
+every iteration and for every chain. V_0 is calibrated by default as in section 4.5.3
+(:mod:`.v0`): fixed-n pilot chains of SGLD-CV (or SGLD-CV-PS) at n, the 95th percentile q_95 of
+||theta - theta_hat||^2 along each, and V_0 the largest (1/n) q_95 sum_i L_i^2 / p_i over the chains.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from ..models.base import check_compatible, require, take_rows
 from ..optimize import _can_polish, find_mode, mode_gap_cost, negative_hessian, newton, warn_if_not_mode
 from .base import EstimateInfo, Estimator, Prepared, _check_subsampling, diff_sum
 from .control_variates import ControlVariateState
+from .v0 import bound_sum, calibrate_v0, default_pilot_step, laplace_v0
 
 __all__ = [
     "alias_table",
@@ -489,53 +490,8 @@ class ControlVariatePS(_Preferential):
 
 
 # -- adaptive subsample size ----------------------------------------------------------------------
-def calibrate_v0(estimator: Any, step_size: float, *, chains: int = 10, n_iter: int = 1000, quantile: float = 0.95,
-                 rng: Any = None) -> float:
-    """V_0 from fixed-n pilot chains, as the thesis does (section 4.5.3).
-
-    Runs ``chains`` SGLD chains of the fixed-n estimator (a configured :class:`ControlVariatePS`, or
-    one with ``weights="uniform"`` for ASGLD-CV) from its centre for ``n_iter`` iterations at
-    ``step_size``; for each chain takes the ``quantile`` of ||theta - theta_hat||^2 along it, and
-    returns the largest (1/n) q sum_i L_i^2 / p_i (the bound of Lemma 4.3.3 at the fixed n).
-
-    Parameters
-    ----------
-    estimator : ControlVariatePS
-        With its centre and weights set (after :meth:`~ControlVariatePS.prepare`).
-    step_size : float
-        h of the pilot SGLD chains (the review's convention; thesis epsilon = h).
-    chains, n_iter : int
-    quantile : float, default 0.95
-    rng : seed or Generator
-    """
-    from ..samplers import SGLD
-
-    m = estimator.model
-    xp = m.xp
-    rng = backends.default_rng(rng, backend=backends.get_backend(xp), device=m.device)
-    chains = check_int(chains, "chains")
-    n_iter = check_int(n_iter, "n_iter")
-    centre = xp.reshape(estimator.centre, (1, -1))
-    position = xp.broadcast_to(centre, (chains, m.dim))
-    smp = SGLD()
-    state = smp.init(rng, position, estimator)
-    d2 = []
-    for _ in range(n_iter):
-        state, _ = smp.step(rng, state, estimator, float(step_size))
-        diff = state.position - centre
-        d2.append(xp.sum(diff * diff, axis=1))
-    hx = backends.get_backend("numpy").xp
-    d2 = hx.asarray(backends.to_numpy(xp.stack(d2, axis=1)), dtype=hx.float64)
-    q = hx.quantile(d2, quantile, axis=1)
-    return float(hx.max(q)) * _bound_sum(m, estimator.probs) / estimator.batch_size
-
-
-def _bound_sum(model: Any, probs: Array) -> float:
-    """sum_i L_i^2 / p_i (Lemma 4.3.3)."""
-    xp = model.xp
-    require(model, ("lipschitz",), "the adaptive subsample size (per-datum Lipschitz constants)")
-    L = model.lipschitz()
-    return float(xp.sum(L * L / probs))
+#: How :meth:`AdaptiveControlVariate.prepare` calibrates V_0 when no number is given.
+V0_RULES = ("pilot", "laplace")
 
 
 class AdaptiveControlVariate(ControlVariatePS):
@@ -556,10 +512,17 @@ class AdaptiveControlVariate(ControlVariatePS):
     weights : {"uniform", "approx", "lipschitz"} or array (N,), default "uniform"
         ``"uniform"`` is ASGLD-CV, ``"approx"`` ASGLD-CV-PS (the CV-PS approximate weights).
     v0 : float, optional
-        The pseudo-variance bound V_0. When omitted, :meth:`prepare` calibrates it: with
-        ``pilot_step_size`` by fixed-n pilot chains (:func:`calibrate_v0`, the thesis's rule), otherwise
-        from the Laplace approximation N(theta_hat, Sigma) in place of the pilot chains' draws.
+        The pseudo-variance bound V_0; when omitted, :meth:`prepare` calibrates it by ``v0_rule``.
+    v0_rule : {"pilot", "laplace"}, default "pilot"
+        How :meth:`prepare` calibrates V_0 (:mod:`sgmc.estimators.v0`). ``"pilot"``, the thesis's rule (section 4.5.3, :func:`calibrate_v0`): ``pilot_chains`` fixed-n
+        SGLD-CV(-PS) chains of ``pilot_iter`` iterations from the mode, the ``quantile`` of
+        ||theta - theta_hat||^2 along each, V_0 the largest (1/n) q sum_i L_i^2 / p_i.
+        ``"laplace"`` (:func:`laplace_v0`): the same bound with one quantile over
+        ``pilot_chains * pilot_iter`` draws of the Laplace approximation N(theta_hat, Sigma), no chains run.
     pilot_step_size : float, optional
+        h of the pilot chains. Default: 0.5 / lambda_max, with lambda_max the largest eigenvalue of the
+        negative Hessian of log pi at the mode (SGLD-CV's default step in ``sgmc run``); the thesis runs
+        its pilots at the sampling run's own step, so pass that step to follow it exactly.
     pilot_chains, pilot_iter : int, default 10 and 1000
     quantile : float, default 0.95
     max_batch_size : int, optional
@@ -586,20 +549,21 @@ class AdaptiveControlVariate(ControlVariatePS):
     >>> far = est.centre + np.array([[0.0, 0.0, 0.0], [0.5, 0.0, 0.0]])
     >>> _, _, info = est.estimate(default_rng(1), est.init(None, far), far)
     >>> info.batch_size.tolist()
-    [1, 2000]
+    [1, 121]
     """
 
     name = "adaptive-cv"
 
     def __init__(self, model: Any, batch_size: Any, weights: Any = "uniform", centre: Array | None = None, *,
-                 v0: float | None = None, pilot_step_size: float | None = None, pilot_chains: int = 10,
-                 pilot_iter: int = 1000, quantile: float = 0.95, max_batch_size: int | None = None, **options):
+                 v0: float | None = None, v0_rule: str = "pilot", pilot_step_size: float | None = None,
+                 pilot_chains: int = 10, pilot_iter: int = 1000, quantile: float = 0.95, max_batch_size: int | None = None, **options):
         if isinstance(weights, str) and weights == "exact":
             msg = "AdaptiveControlVariate needs static weights: 'uniform', 'approx', 'lipschitz' or an array; got 'exact'"
             raise ValueError(msg)
         require(model, ("lipschitz",), "the adaptive subsample size (per-datum Lipschitz constants)")
         super().__init__(model, batch_size, weights, centre, **options)
         self.v0 = None if v0 is None else check_positive(v0, "v0")
+        self.v0_rule = check_choice(v0_rule, "v0_rule", V0_RULES)
         self.pilot_step_size = None if pilot_step_size is None else check_positive(pilot_step_size, "pilot_step_size")
         self.pilot_chains = check_int(pilot_chains, "pilot_chains")
         self.pilot_iter = check_int(pilot_iter, "pilot_iter")
@@ -610,10 +574,10 @@ class AdaptiveControlVariate(ControlVariatePS):
         self.max_batch_size = model.n_data if max_batch_size is None else check_batch_size(
             max_batch_size, model.n_data, "max_batch_size")
         # c = sum_i L_i^2 / p_i / V_0: n_t = floor(c ||theta - theta_hat||^2) + 1
-        self.coef = None if (self.v0 is None or self.probs is None) else _bound_sum(model, self.probs) / self.v0
+        self.coef = None if (self.v0 is None or self.probs is None) else bound_sum(model, self.probs) / self.v0
 
     def _options(self) -> dict:
-        return dict(super()._options(), v0=self.v0, pilot_step_size=self.pilot_step_size,
+        return dict(super()._options(), v0=self.v0, v0_rule=self.v0_rule, pilot_step_size=self.pilot_step_size,
                     pilot_chains=self.pilot_chains, pilot_iter=self.pilot_iter, quantile=self.quantile,
                     max_batch_size=self.max_batch_size)
 
@@ -634,27 +598,18 @@ class AdaptiveControlVariate(ControlVariatePS):
         est, cost = prepared.estimator, prepared.n_evals
         if est.v0 is None:
             m = self.model
-            if est.pilot_step_size is not None:
-                v0 = calibrate_v0(est.fixed(), est.pilot_step_size, chains=est.pilot_chains, n_iter=est.pilot_iter,
+            if est.v0_rule == "pilot":
+                h = est.pilot_step_size
+                if h is None:
+                    h, passes = default_pilot_step(m, est.centre)
+                    cost += passes * m.n_data
+                v0 = calibrate_v0(est.fixed(), h, chains=est.pilot_chains, n_iter=est.pilot_iter,
                                   quantile=est.quantile, rng=pilot_rng)
                 cost += float(m.n_data + est.pilot_iter * 2 * est.batch_size)
             else:
-                v0 = est._laplace_v0(pilot_rng)
+                v0 = laplace_v0(est, pilot_rng, chains=est.pilot_chains, n_iter=est.pilot_iter, quantile=est.quantile)
             est = est.with_v0(v0)
         return Prepared(est, prepared.start, cost)
-
-    def _laplace_v0(self, rng: Any) -> float:
-        """V_0 with the pilot draws replaced by N(theta_hat, Sigma) draws (Sigma: Laplace covariance)."""
-        m = self.model
-        xp = m.xp
-        cov = xp.linalg.inv(negative_hessian(m, xp.reshape(self.centre, (1, -1))))
-        chol = xp.linalg.cholesky(0.5 * (cov + cov.T))
-        z = rng.normal((self.pilot_chains * self.pilot_iter, m.dim), dtype=m.dtype)
-        x = z @ chol.T
-        hx = backends.get_backend("numpy").xp
-        d2 = hx.asarray(backends.to_numpy(xp.sum(x * x, axis=1)), dtype=hx.float64)
-        q = float(hx.quantile(d2, self.quantile))
-        return q * _bound_sum(m, self.probs) / self.batch_size
 
     def batch_sizes(self, position: Array, centre: Array) -> Array:
         """n_t for each chain: int64 (chains,)."""
