@@ -19,7 +19,16 @@ from .samplers import PSGLD, SamplerBase, make_sampler
 from .ssm.base import StateSpaceModel
 from .ssm.stepsize import step_unit as ssm_step_unit
 
-__all__ = ["default_grid"]
+__all__ = ["default_grid", "StepSizeEdgeWarning"]
+
+
+class StepSizeEdgeWarning(UserWarning):
+    """A step size chosen at the edge of the steps tried: a better one may lie beyond it.
+
+    :func:`sgmc.tuning.tune_step_size` warns with it when its choice is still the smallest or the
+    largest step after extending the grid, and ``step_size="auto"`` when the burn-in ended before its
+    ladder bracketed the choice.
+    """
 
 
 def default_grid(model: Any, sampler: Any = None, *, estimator: Any = None, position: Any = None,

@@ -31,12 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import backends
-from ._stepgrid import default_grid
+from ._stepbias import StepSizeBiasWarning, bound_step, inflation, local_gaussian, supports
+from ._stepgrid import StepSizeEdgeWarning, default_grid
 from .chains import ChainsProgress, DivergenceError, run_chains
 from .diagnostics.ksd import ksd, ksd_preconditioner
 from .models.base import require
 
-__all__ = ["AutoStep", "AdaptResult", "adapt_step_size", "parse_auto"]
+__all__ = ["AutoStep", "AdaptResult", "adapt_step_size", "parse_auto", "default_burn_in"]
 
 _KINDS = ("sum", "joint")
 
@@ -68,6 +69,15 @@ class AutoStep:
     ksd_options : dict, optional
         Further keyword arguments for :func:`sgmc.diagnostics.ksd` (a fixed ``preconditioner`` array
         on the posterior's scale for a posterior much narrower than 1).
+    sd_tolerance : float or None, default 1.1
+        For SGLD, ULA and SGHMC: the most the marginal posterior sds may be inflated (or deflated) at
+        stationarity, estimated on the local Gaussian approximation at the chains (the negative
+        Hessian H there and the gradient estimator's noise covariance V measured at the chains,
+        :mod:`sgmc._stepbias`). The KSD choice is lowered to the largest step within it, unless that
+        step mixes too slowly for the iterations after burn-in (autocorrelation time above a tenth of
+        them, or fewer than 200 effective draws over all chains); then the smallest step that mixes
+        is used, and a :class:`~sgmc._stepbias.StepSizeBiasWarning` names its estimated inflation
+        when it exceeds 1.25. None keeps the KSD choice as it is.
 
     Examples
     --------
@@ -89,6 +99,7 @@ class AutoStep:
     ksd_kind: str = "sum"
     ksd_options: dict | None = field(default=None)
     repeats: int = 3
+    sd_tolerance: float | None = 1.1
 
     def __post_init__(self) -> None:
         def bad(what: str, value: Any) -> None:
@@ -105,6 +116,8 @@ class AutoStep:
             bad("window must be an int of at least 4 iterations or None", self.window)
         if not (_int(self.repeats) and self.repeats >= 1):
             bad("repeats must be a positive int", self.repeats)
+        if self.sd_tolerance is not None and not (_real(self.sd_tolerance) and 1 < self.sd_tolerance < math.inf):
+            bad("sd_tolerance must be a finite number above 1 or None", self.sd_tolerance)
         if not (_int(self.n_ksd) and self.n_ksd >= 1):
             bad("n_ksd must be a positive int", self.n_ksd)
         if self.ksd_kind not in _KINDS:
@@ -120,6 +133,12 @@ def _real(v: Any) -> bool:
 
 def _int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def default_burn_in(step_size: Any, n_iter: int) -> int:
+    """The burn-in of a run that gives none: half the iterations for ``"auto"`` (it adapts there),
+    none otherwise."""
+    return n_iter // 2 if isinstance(step_size, AutoStep) or (isinstance(step_size, str) and step_size == "auto") else 0
 
 
 def parse_auto(step_size: Any, burn_in: int, n_iter: int) -> AutoStep | None:
@@ -160,8 +179,12 @@ class AdaptResult:
     info : dict
         JSON-ready report: ``step_size``, ``bracketed``, ``path`` (one dict per window: ``step_size``,
         ``ksd`` (None when diverged), ``diverged``, ``ratio``), ``windows``, ``window``,
-        ``iterations``, ``data_passes`` (per chain: the windows' gradient estimates, the scores and
-        the burn-in left) and ``time`` (seconds).
+        ``iterations``, ``data_passes`` (per chain: the windows' gradient estimates, the scores, the
+        bias check and the burn-in left), ``time`` (seconds), ``step_size_ksd`` (the ladder's choice)
+        and ``sd_inflation`` (None where not estimated; otherwise ``low`` and ``high``, the smallest
+        and largest ratio of the stationary marginal sds to the local Gaussian's at the chosen step,
+        ``worst`` = max(high, 1 / low), ``tau`` its autocorrelation time in iterations,
+        ``at_ksd_step`` the same ratios at the ladder's choice, and ``bounded``: worst <= 1.25).
     """
 
     step_size: float
@@ -178,11 +201,12 @@ def _start(auto: AutoStep, model: Any, sampler: Any, estimator: Any, position: A
 
 
 def adapt_step_size(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rng: Any, position: Any,
-                    burn_in: int) -> AdaptResult:
+                    burn_in: int, n_after: int | None = None) -> AdaptResult:
     """Choose a step size during ``burn_in`` iterations of the chains at ``position`` (chains, dim).
 
     See the module docstring for the method. ``sampler`` and ``estimator`` are the configured objects
-    of :func:`sgmc.sample`; ``rng`` is a stream of the run's generator.
+    of :func:`sgmc.sample`; ``rng`` is a stream of the run's generator; ``n_after`` the iterations
+    the run goes on for after burn-in (default ``burn_in``), which decide how small a step still mixes.
     """
     require(model, ("grad_log_posterior",), "step_size='auto'")
     t0 = time.perf_counter()
@@ -331,7 +355,15 @@ def adapt_step_size(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rn
         msg = (f"step_size='auto' chose {h_best:.4g} at the edge of the steps it tried: burn_in={burn_in} "
                f"left too few windows of {window} iterations to bracket it; increase burn_in (or pass "
                "AutoStep(start=...) nearer the right step)")
-        warnings.warn(msg, UserWarning, stacklevel=3)
+        warnings.warn(msg, StepSizeEdgeWarning, stacklevel=3)
+    h_ksd = h_best
+    bias = None
+    if auto.sd_tolerance is not None and supports(sampler):
+        h_best, bias, cost = _bound_bias(auto, model, sampler, estimator, rng.spawn(1)[0], best_position, h_ksd,
+                                         burn_in if n_after is None else n_after, chains)
+        passes += cost
+    if h_best != h_ksd:
+        live_is_best = False      # the burn-in left runs at the lowered step from the best window's end
     state = live if live_is_best else sampler.init(init_rng, best_position, estimator)
     passes += 0.0 if live_is_best else _init_passes(estimator, n_data)
     rest = burn_in - used
@@ -344,8 +376,45 @@ def adapt_step_size(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rn
         state, passes = res.state, passes + cost
     info = {"step_size": h_best, "bracketed": bool(bracketed), "start": h0, "window": window,
             "windows": len(path), "scored_per_window": len(kept) * chains, "iterations": burn_in,
-            "data_passes": passes, "time": time.perf_counter() - t0, "path": path}
+            "data_passes": passes, "time": time.perf_counter() - t0, "path": path, "step_size_ksd": h_ksd,
+            "sd_inflation": bias}
     return AdaptResult(h_best, state, burn_in, info)
+
+
+_WARN_AT = 1.25     # the estimated sd inflation above which the choice is reported as unbounded
+# a step mixes in the run when its autocorrelation time leaves at least this many effective draws per
+# chain and over all chains (the mixing check of sgmc.diagnostics.mixing asks for a bulk ESS of 100)
+_PER_CHAIN, _TOTAL = 10.0, 200.0
+
+
+def _bound_bias(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rng: Any, position: Any, h: float,
+                n_after: int, chains: int) -> tuple:
+    """``(step, report, passes)``: ``h`` lowered to keep the estimated sd inflation within
+    ``auto.sd_tolerance`` where the run's length lets that step mix; a warning where it stays above 1.25."""
+    local = local_gaussian(model, estimator, position, rng)
+    if local is None:
+        return h, None, 0.0
+    H, V, passes = local
+
+    def evaluate(step: float) -> dict | None:
+        return inflation(sampler, H, V, step)
+
+    at_ksd = evaluate(h)
+    if at_ksd is None:       # H not positive definite at the chains (or the map unstable there): no bound
+        return h, None, passes
+    budget = max(1.0, min(n_after / _PER_CHAIN, n_after * chains / _TOTAL))
+    step, est = bound_step(evaluate, h, auto.sd_tolerance, budget)
+    if est is None:
+        return h, None, passes
+    report = dict(est, at_ksd_step=at_ksd, bounded=est["worst"] <= _WARN_AT)
+    if not report["bounded"]:
+        msg = (f"step_size='auto' chose {step:.4g}, where the posterior sds are estimated to be off by a factor "
+               f"{est['worst']:.3g} (stationary sd ratios {est['low']:.3g} to {est['high']:.3g} on the local Gaussian "
+               f"approximation, gradient noise included): the steps within {auto.sd_tolerance} mix too slowly for "
+               f"the {n_after} iterations after burn-in (this one: {est['tau']:.3g} iterations per effective draw); "
+               "raise n_iter, use a larger batch_size or control variates ('cv')")
+        warnings.warn(msg, StepSizeBiasWarning, stacklevel=4)
+    return step, report, passes
 
 
 def _init_passes(estimator: Any, n_data: int) -> float:

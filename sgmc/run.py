@@ -39,7 +39,7 @@ from .chains import ChainsResult, DivergenceError, run_chains, step_stats
 from .diagnostics.mixing import MixingWarning, warn_if_unmixed
 from .diagnostics.runaway import RunawayChainWarning, warn_if_runaway
 from .estimators import FullGradient, SupportsPrepare, make_estimator
-from .adapt import adapt_step_size, parse_auto
+from .adapt import adapt_step_size, default_burn_in, parse_auto
 from .executors import GroupTask, RunSpec, WorkerLostError, check_executor, run_groups
 from .models.base import check_compatible, check_target, require
 from .samplers import make_sampler, step_sizes
@@ -122,7 +122,7 @@ def sample(
     batch_size: Any = None,
     n_iter: int = 1000,
     chains: int = 1,
-    burn_in: int = 0,
+    burn_in: int | None = None,
     thin: int = 1,
     init: Any = None,
     rng: Any = None,
@@ -169,7 +169,8 @@ def sample(
     chains : int
         Independent chains, advanced together as one array axis within each group.
     burn_in, thin : int
-        Iterations discarded at the start, and the interval between kept draws.
+        Iterations discarded at the start (default none, or ``n_iter // 2`` for ``"auto"``, which adapts
+        there), and the interval between kept draws.
     init : array (dim,) or (chains, dim), optional
         Starting positions; default N(0, I) draws, or the posterior mode for the estimators that find
         it (``"cv"``, ``"ps"``, ``"cv-ps"``, ``"adaptive-cv"``, ``"adaptive-cv-ps"``).
@@ -280,7 +281,7 @@ def sample(
     chains = check_int(chains, "chains")
     thin = check_int(thin, "thin")
     check_every = check_int(check_every, "check_every")
-    burn_in = check_int(burn_in, "burn_in", minimum=0)
+    burn_in = default_burn_in(step_size, n_iter) if burn_in is None else check_int(burn_in, "burn_in", minimum=0)
     group_size = check_int(group_size if group_size is not None else DEFAULT_GROUP_SIZE, "group_size")
     if burn_in >= n_iter:
         msg = f"`burn_in`={burn_in} must be smaller than `n_iter`={n_iter}"
@@ -337,7 +338,7 @@ def sample(
     settings = {"n_iter": n_iter, "burn_in": burn_in, "thin": thin, "chains": chains}
     if auto is not None:  # the burn-in chooses the step; the run goes on from the adapted chains
         run_rng, adapt_rng = run_rng.spawn(2)
-        adapted = adapt_step_size(auto, model, smp, est, adapt_rng, position, burn_in)
+        adapted = adapt_step_size(auto, model, smp, est, adapt_rng, position, burn_in, n_iter - burn_in)
         position, settings["step_size_auto"] = adapted.state.position, adapted.info
         hs, kept = [adapted.step_size] * (n_iter - burn_in), [k - burn_in for k in kept]
     bounds = _groups(chains, group_size)

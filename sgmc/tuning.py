@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -22,14 +23,16 @@ from ._array_api import is_array
 from ._progress import progress_bar
 from ._validation import check_int
 from .diagnostics.ess import ess
+from .diagnostics.mixing import MixingWarning
+from .diagnostics.runaway import RunawayChainWarning
 from .diagnostics.ksd import ksd
-from ._stepgrid import _sampler_grid, default_grid
+from ._stepgrid import StepSizeEdgeWarning, _sampler_grid, default_grid
 from .models.base import check_target
 from .run import sample
 from .samplers import NoiseCorrectionError
 from .trace import Trace
 
-__all__ = ["tune_step_size", "TuningResult", "default_grid"]
+__all__ = ["tune_step_size", "TuningResult", "default_grid", "StepSizeEdgeWarning"]
 
 _KINDS = ("sum", "joint")
 
@@ -139,7 +142,7 @@ def tune_step_size(
     sampler_options: dict | None = None,
     estimator_options: dict | None = None,
     backend: Any = None,
-    extend: int = 0,
+    extend: int = 3,
 ) -> TuningResult:
     """Choose a step size by the kernel Stein discrepancy of short pilot runs.
 
@@ -162,8 +165,7 @@ def tune_step_size(
         times the sampler's step unit (1 / M for SGLD, ULA and MALA, with M the curvature bound; the
         samplers whose step is on their own scale, such as pSGLD, SGRLD, SGRHMC, the recipe sampler
         and the momentum samplers, give theirs by ``step_unit`` from the Hessian at ``init``), otherwise
-        the decades 1e-8 ... 1e-1. When the chosen step is at either end of the grid (``at_edge``),
-        extend the grid that way.
+        the decades 1e-8 ... 1e-1. A choice at either end is extended past (``extend``).
     pilot_iters : int, default 2000
         Iterations per pilot run, burn-in included. KSD penalises a run that has not reached the
         target, so the budget should be the one you can afford for the real run or a fixed fraction of
@@ -205,17 +207,23 @@ def tune_step_size(
         Tune on this backend: the model's data (and an array ``init``) are copied there once
         (:func:`sgmc.backends.move`), so the pilot runs and the KSD run there. By default the model's
         arrays decide.
-    extend : int, default 0
+    extend : int, default 3
         Most pilot runs to add beyond the ends of the grid. While the best step is the smallest or the
         largest step tried and runs are left, one more pilot runs one grid ratio beyond that end (the
         ratio of the two outermost steps on that side; upwards by 3 for a one-point grid), so that the choice is
-        bracketed by worse steps instead of reported at an edge. ``at_edge`` is True only when the
-        added runs did not bracket it either.
+        bracketed by worse steps instead of reported at an edge (a larger step that diverged brackets
+        it too). When the added runs do not bracket it either, a :class:`StepSizeEdgeWarning` says so
+        (and ``at_edge`` is True); ``extend=0`` runs the grid as given.
 
     Returns
     -------
     TuningResult
         ``best``, the per-step-size ``table``, the ``thin`` used and optionally ``traces``.
+
+    Warns
+    -----
+    StepSizeEdgeWarning
+        When the best step is still at an end of the steps tried after ``extend`` added runs.
 
     Raises
     ------
@@ -284,12 +292,16 @@ def tune_step_size(
     def pilot(h: float, stream: Any) -> tuple[dict, Trace | None]:
         t0 = time.perf_counter()
         try:
-            trace = sample(
-                model, sampler, estimator, step_size=h, batch_size=batch_size,
-                n_iter=pilot_iters, chains=chains, burn_in=burn_in, thin=thin, init=init,
-                rng=stream, store_grads="full", progress=False,
-                sampler_options=sampler_options, estimator_options=estimator_options,
-            )
+            # a pilot at a poor step has not mixed or runs away: its KSD says so, the pilot is no result
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MixingWarning)
+                warnings.simplefilter("ignore", RunawayChainWarning)
+                trace = sample(
+                    model, sampler, estimator, step_size=h, batch_size=batch_size,
+                    n_iter=pilot_iters, chains=chains, burn_in=burn_in, thin=thin, init=init,
+                    rng=stream, store_grads="full", progress=False,
+                    sampler_options=sampler_options, estimator_options=estimator_options,
+                )
         except (FloatingPointError, NoiseCorrectionError):   # diverged, or a noise correction infeasible
             return {"step_size": h, "ksd": math.inf, "ess": math.nan, "time": time.perf_counter() - t0,
                     "diverged": True}, None
@@ -337,5 +349,11 @@ def tune_step_size(
         )
         raise FloatingPointError(msg)
     best = min(finite, key=lambda row: row["ksd"])["step_size"]
+    if _beyond_edge(table) is not None:
+        side = "smallest" if best == min(row["step_size"] for row in table) else "largest"
+        msg = (f"tune_step_size chose {best:.4g}, the {side} step tried ({len(table)} pilots, {added} added "
+               f"past the grid's ends with extend={extend}): a better step may lie beyond it; raise `extend` "
+               "or pass a `grid` that reaches further that way")
+        warnings.warn(msg, StepSizeEdgeWarning, stacklevel=2)
     return TuningResult(best=best, table=table, thin=thin, traces=traces if keep_traces else None,
                         extended=added)

@@ -1,6 +1,7 @@
 """Step-size tuning by KSD: scores, selection against a known answer, divergence, validation."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from sgmc.diagnostics.ess import ess
 from sgmc.diagnostics.metrics import gaussian_kl_from_samples
 from sgmc.estimators import NoisyGradient
 from sgmc.models import GaussianTarget, LinearRegression, LogisticRegression
-from sgmc.tuning import TuningResult, default_grid, tune_step_size
+from sgmc.tuning import StepSizeEdgeWarning, TuningResult, default_grid, tune_step_size
 
 
 def ksd_eq13_bruteforce(x, s, c=1.0, beta=-0.5):
@@ -39,8 +40,9 @@ def review():
 
 def test_table_scores_are_exact_ksd_and_ess_of_kept_draws(review):
     target, noisy = review
-    res = tune_step_size(target, "sgld", noisy, grid=[0.05, 0.5], pilot_iters=600, chains=3, n_ksd=150,
-                         init=np.zeros(2), rng=1, keep_traces=True)
+    with pytest.warns(StepSizeEdgeWarning, match="chose 0.5, the largest step tried"):   # the grid as given
+        res = tune_step_size(target, "sgld", noisy, grid=[0.05, 0.5], pilot_iters=600, chains=3, n_ksd=150,
+                             init=np.zeros(2), rng=1, keep_traces=True, extend=0)
     assert isinstance(res, TuningResult)
     assert res.thin == 12                              # ceil(600 / (150 // 3))
     for row, trace in zip(res.table, res.traces):
@@ -94,8 +96,9 @@ def test_picks_the_step_with_the_best_kl_on_a_gaussian_posterior():
 def test_diverging_runs_are_marked_not_raised(review):
     target, noisy = review
     # h = 50 > 4 sigma_2^2 = 4: the recursion is unstable and overflows within a few hundred steps
-    res = tune_step_size(target, "sgld", noisy, grid=[0.1, 50.0], pilot_iters=500, chains=2, n_ksd=100,
-                         init=np.zeros(2), rng=3, keep_traces=True)
+    with pytest.warns(StepSizeEdgeWarning, match="chose 0.1, the smallest step tried"):
+        res = tune_step_size(target, "sgld", noisy, grid=[0.1, 50.0], pilot_iters=500, chains=2, n_ksd=100,
+                             init=np.zeros(2), rng=3, keep_traces=True, extend=0)
     bad = res.table[1]
     assert bad["diverged"] is True and bad["ksd"] == math.inf and math.isnan(bad["ess"])
     assert res.traces[1] is None
@@ -113,7 +116,8 @@ def test_grid_is_extended_past_an_edge_choice(review):
     holds them from the start, each on its own stream)."""
     target, noisy = review
     kw = dict(pilot_iters=4000, chains=4, n_ksd=400, init=np.zeros(2), rng=0, progress=False)
-    plain = tune_step_size(target, "sgld", noisy, grid=[1e-3, 3e-3], **kw)
+    with pytest.warns(StepSizeEdgeWarning, match="the largest step tried"):
+        plain = tune_step_size(target, "sgld", noisy, grid=[1e-3, 3e-3], extend=0, **kw)
     assert plain.best == 3e-3 and plain.at_edge and plain.extended == 0
     res = tune_step_size(target, "sgld", noisy, grid=[1e-3, 3e-3], extend=6, keep_traces=True, **kw)
     steps = [row["step_size"] for row in res.table]
@@ -127,12 +131,17 @@ def test_grid_is_extended_past_an_edge_choice(review):
         x = np.asarray(trace.draws).reshape(-1, 2)
         assert row["ksd"] == pytest.approx(ksd_eq13_bruteforce(x, -x @ np.linalg.inv(np.asarray(target.cov))), rel=1e-9)
     # downwards too, and an exhausted budget is reported as an edge
-    down = tune_step_size(target, "sgld", noisy, grid=[1.0, 2.0], extend=1, **kw)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        down = tune_step_size(target, "sgld", noisy, grid=[1.0, 2.0], extend=1, **kw)
+        div = tune_step_size(target, "sgld", noisy, grid=[0.1, 50.0], extend=3, **dict(kw, pilot_iters=500, n_ksd=100))
     assert [row["step_size"] for row in down.table] == [0.5, 1.0, 2.0] and down.extended == 1
     assert down.best in (0.5, 1.0) and down.at_edge == (down.best == 0.5)   # the budget of one run is spent
     # a larger step that diverged brackets the choice: nothing is added above it
-    div = tune_step_size(target, "sgld", noisy, grid=[0.1, 50.0], extend=3, **dict(kw, pilot_iters=500, n_ksd=100))
     assert div.table[-1]["diverged"] and all(row["step_size"] <= 50.0 for row in div.table)
+    # an edge choice left after the extension, and only that, is reported by a StepSizeEdgeWarning
+    edges = [str(w.message) for w in caught if issubclass(w.category, StepSizeEdgeWarning)]
+    assert len(edges) == down.at_edge + div.at_edge, edges
     with pytest.raises(ValueError, match="extend"):
         tune_step_size(target, "sgld", noisy, grid=[0.1], extend=-1, **kw)
 
@@ -187,3 +196,22 @@ def test_runs_on_backend(xb):
         assert type(trace.draws) is type(model.X)
         assert isinstance(row["ksd"], float) and math.isfinite(row["ksd"])
         assert isinstance(row["ess"], float)
+
+
+def test_the_grid_is_extended_by_default_and_an_edge_left_is_a_warning(review):
+    """By default up to three pilots are added past an edge choice; a choice still at the edge after
+    them is reported by a StepSizeEdgeWarning that names the step, the side and the pilots added."""
+    target, noisy = review                     # the KSD-best step lies near 0.1 (review Figure 1)
+    kw = dict(pilot_iters=4000, chains=4, n_ksd=400, init=np.zeros(2), rng=0, progress=False)
+    res = tune_step_size(target, "sgld", noisy, grid=[1e-3, 3e-3], **kw)     # no warning: bracketed
+    steps = [row["step_size"] for row in res.table]
+    assert res.extended == 3 and len(steps) == 5
+    np.testing.assert_allclose(steps[2:], [9e-3, 2.7e-2, 8.1e-2])
+    assert not res.at_edge and min(steps) < res.best < max(steps)
+    # far below the basin: three doublings do not reach it, and the warning says so
+    small = dict(kw, pilot_iters=300, n_ksd=60)
+    with pytest.warns(StepSizeEdgeWarning, match=r"chose 1\.6e-05, the largest step tried \(5 pilots, 3 added past "
+                      r"the grid's ends with extend=3\)"):
+        low = tune_step_size(target, "sgld", noisy, grid=[1e-6, 2e-6], **small)
+    assert low.at_edge and low.extended == 3
+    np.testing.assert_allclose([row["step_size"] for row in low.table], [1e-6, 2e-6, 4e-6, 8e-6, 1.6e-5])
