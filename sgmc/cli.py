@@ -29,7 +29,7 @@ import tempfile
 import time
 import warnings
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -44,8 +44,10 @@ from .diagnostics import log_loss, predictive_log_lik
 from .diagnostics.mixing import MixingWarning
 from .diagnostics.runaway import Runaway, RunawayChainWarning, find_runaway
 from .diagnostics.zero_variance import n_zv_features, zv_mean, zv_order_for
-from .estimators import ESTIMATORS
-from .models import Affine, LinearRegression, LogisticRegression, Model
+from .estimators import ESTIMATORS, make_estimator
+from ._sd_step import gradient_noise, predicted_sd_error, sd_error_step
+from .conditioning import user_trace
+from .models import Affine, LinearRegression, LogisticRegression, Model, conditioned, laplace_factor
 from .optimize import _can_polish, laplace
 from .plot import _matplotlib, trace_plot
 from .run import SamplingInterruptedWarning, sample
@@ -99,6 +101,8 @@ MOMENTUM_SAMPLERS = ("sghmc", "sgnht", "sgrhmc", "baoab", "badodab")
 CLI_SAMPLERS = [s for s in SAMPLERS if s not in ("recipe", "scir", "sgrhmc", "sgld_corrected", "sghmc_corrected")]
 CLI_ESTIMATORS = [e for e in ESTIMATORS if e not in ("noisy", "minibatch-noise", "cv-switch", "buffered")]
 MALA_TARGET_ACCEPTANCE = 0.574
+# --data: the Langevin steps in z keep about this many effective draws per run (see _sd_step)
+MIX_ESS = 400
 LOG_LOSS_DRAWS = 1000
 
 
@@ -233,8 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--step-size", type=_step_sizes, metavar="H",
                      help="step size h (review convention), one for all methods or a comma list with one "
                      "per method (default: from the posterior curvature, see docs/samplers.md)")
-    run.add_argument("--batch-size", type=_batch_size, default=0.01, metavar="n",
-                     help="subsample size: an integer, or a fraction of N (default: 0.01)")
+    run.add_argument("--batch-size", type=_batch_size, default=None, metavar="n",
+                     help="subsample size: an integer, or a fraction of N (default: 0.01; with --data, SGLD's "
+                     "is raised where its gradient noise would inflate the posterior sds, see docs/models.md)")
     run.add_argument("--iters", type=_int_at_least(2), metavar="K",
                      help="iterations per method, burn-in (or, for the mode-finding estimators, mode-search steps) included "
                      "(default: 20000; 2000 with --quick)")
@@ -333,6 +338,11 @@ class _Problem:
     lambda_max: float = float("nan")
     reference_mean: np.ndarray | None = None
     reference_note: str = ""
+    # --data: the samplers run on the same posterior in z with theta = L z, L L^T the Laplace covariance
+    sampling: Any = None
+    z_mode: Any = None
+    z_precision: Any = None
+    noise_passes: dict = field(default_factory=dict)
 
 
 def _status(args, text: str) -> None:
@@ -392,6 +402,70 @@ def _load_problem(args, cfg: dict) -> _Problem:
     glm = LogisticRegression if args.model == "logistic" else LinearRegression
     model = glm(X, y, param_names=names)
     return _Problem(model, X_test, y_test, args.model, description)
+
+
+def _condition(problem: _Problem) -> None:
+    """The posterior in z with theta = L z, L = R^{-T} for the Cholesky factor R of the precision at the mode.
+
+    In z the negative Hessian at the mode is the identity, so the step sizes from its curvature
+    suit every coordinate whatever the units of the columns; the prior N(0, 10 I) stays on theta,
+    so the posterior is the same (:func:`sgmc.models.conditioned`).
+    """
+    model = problem.model
+    L = laplace_factor(problem.precision)
+    problem.sampling = conditioned(model, L)
+    problem.z_precision = model.xp.matrix_transpose(L) @ problem.precision @ L
+    problem.z_mode = problem.sampling.from_theta(problem.mode)
+
+
+def _sd_step(args, problem: _Problem, method: _Method, batch: int, iters: int, burn: int, rng: Any,
+             batch_given: bool) -> float:
+    """SGLD's and ULA's step in z (and SGLD's subsample size): chosen so that the run's sds come out right.
+
+    In z the Laplace covariance is the identity, and SGLD's stationary variance is
+    (1 + h v / 4) / (1 - h / 4) with v the variance of the gradient estimate (measured with the
+    estimator at draws of the Laplace approximation, :func:`sgmc._sd_step.gradient_noise`). The step
+    is the one that minimises that bias and the Monte Carlo error of the run's kept draws together
+    (:func:`sgmc._sd_step.sd_error_step`), but no smaller than the step at which the kept draws would
+    hold about ``MIX_ESS`` effective draws; where the gradient noise then still inflates the sds by
+    more than their Monte Carlo error, the subsample is enlarged (unless --batch-size was given)
+    until it does not: the review's rule that the gradient noise be dominated by the injected noise
+    (Nemeth and Fearnhead 2021, section 2.3). The momentum samplers, those on their own scale and
+    SVRG/SAGA (whose noise depends on the snapshot's age) keep the curvature rule.
+    """
+    name = method.estimator.replace("adaptive-", "")
+    if method.sampler not in ("sgld", "ula") or name in ("svrg", "saga"):
+        return method.step_size
+    kept = args.chains * (iters - burn)
+    noise = 0.0
+    if name != "full":
+        options = {"centre": problem.z_mode} if name in _CENTRED else {}
+        est = make_estimator(name, problem.sampling, batch, **options)
+        noise, evals = gradient_noise(est, rng, problem.z_mode)
+        problem.noise_passes[method.label] = evals / problem.model.n_data
+    h_cap = method.step_size
+    h_mix = min(h_cap, 4.0 * MIX_ESS / kept)  # IAT of SGLD on a unit Gaussian: about 4 / h
+    h = max(sd_error_step(noise, kept, h_cap), h_mix)
+    bias, mc = predicted_sd_error(h, noise, kept)
+    n_all = problem.model.n_data
+    if bias > mc and noise > 0.0 and not batch_given and name not in ("full",):
+        # the noise v that keeps the bias within mc at h; v scales as (N - n) / n (subsampling without replacement)
+        allowed = max(((1.0 + mc) ** 2 * (1.0 - h / 4.0) - 1.0) * 4.0 / h, 1e-12)
+        need = n_all * batch * noise / (allowed * (n_all - batch) + batch * noise)
+        method.batch_size = int(min(n_all, max(batch, math.ceil(need))))
+    return h
+
+
+def _conditioning_note(problem: _Problem, methods: list) -> str:
+    """What the report says about the coordinates the samplers ran in, and the steps chosen there."""
+    lam = float(backends.to_numpy(problem.model.xp.linalg.eigvalsh(problem.z_precision))[-1])
+    chosen = [f"{m.label} n = {m.batch_size}" for m in methods if m.batch_size is not None]
+    probes = ", ".join(f"{k} {v:.1f}" for k, v in problem.noise_passes.items())
+    return ("conditioning: the samplers ran on theta = L z with L L^T the inverse Hessian at the mode (the prior "
+            f"kept on theta; lambda_max in z = {lam:.3g}); draws, means and sds are on the columns' scale; SGLD's "
+            "step (and, unless --batch-size is given, its subsample) is chosen for the sds of this run's length "
+            f"(docs/models.md){'; ' + ', '.join(chosen) if chosen else ''}"
+            f"{'; data passes measuring the gradient noise: ' + probes if probes else ''}")
 
 
 def _uninterrupted(trace: Any) -> Any:
@@ -475,6 +549,7 @@ class _Method:
     sampler: str
     estimator: str
     step_size: float = float("nan")
+    batch_size: Any = None  # the method's own subsample size where the command chose one (--data, SGLD)
 
 
 def _methods(samplers: list, estimators: list) -> list:
@@ -569,7 +644,7 @@ def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int,
     :mod:`sgmc.diagnostics.runaway`: growth through the run, or draws far outside the Laplace
     approximation at the mode) or was interrupted by Ctrl-C.
     """
-    model = problem.model
+    model = problem.model if problem.sampling is None else problem.sampling
     options = {}
     if method.estimator in _CENTRED:
         n_iter, burn_in, start = iters - burn, 0, None
@@ -586,7 +661,7 @@ def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int,
             warnings.simplefilter("ignore", MixingWarning)
             trace = sample(
                 model, method.sampler, method.estimator, step_size=method.step_size,
-                batch_size=args.batch_size, n_iter=n_iter, burn_in=burn_in, chains=args.chains, init=start,
+                batch_size=args.batch_size if method.batch_size is None else method.batch_size, n_iter=n_iter, burn_in=burn_in, chains=args.chains, init=start,
                 rng=seed, progress=not args.no_progress, estimator_options=options or None,
             )
     except DivergenceError as exc:
@@ -597,6 +672,8 @@ def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int,
         return {"row": row, "trace": None}
     elapsed = time.perf_counter() - t0
     row["time"] = elapsed
+    if problem.sampling is not None:  # the draws of z as draws of theta, by the columns' names
+        trace = user_trace(trace, problem.sampling)
     if trace.info["interrupted"]:
         row.update(interrupted=int(trace.info["iterations_done"]), of=n_iter)
         return {"row": row, "trace": None}
@@ -768,6 +845,9 @@ def _command_run(args) -> int:
 
 def _run_command(args) -> int:
     cfg = QUICK if args.quick else FULL
+    batch_given = args.batch_size is not None
+    if not batch_given:
+        args.batch_size = 0.01
     samplers = _split_names(args.sampler, CLI_SAMPLERS, "--sampler", ["sgld"])
     estimators = _split_names(args.estimator, CLI_ESTIMATORS, "--estimator",
                               ["minibatch", "cv"])
@@ -821,6 +901,11 @@ def _run_command(args) -> int:
                                                         progress=not args.no_progress)
     eig = backends.to_numpy(model.xp.linalg.eigvalsh(problem.precision))
     problem.lambda_max = float(eig[-1])
+    step_lambda, step_precision, step_mode, step_model = problem.lambda_max, problem.precision, problem.mode, model
+    if args.data is not None:  # columns on their own scales: sample in z, report theta (see _condition)
+        _condition(problem)
+        step_precision, step_mode, step_model = problem.z_precision, problem.z_mode, problem.sampling
+        step_lambda = float(backends.to_numpy(model.xp.linalg.eigvalsh(step_precision))[-1])
     mode_note = (f"mode by Adam ({WARM_START_STEPS} steps) and {n_newton} Newton steps with exact Hessians, "
                  f"{time.perf_counter() - t0:.1f} s")
     if problem.kind == "linear":
@@ -841,8 +926,10 @@ def _run_command(args) -> int:
         else:
             unit_rng = backends.default_rng(_method_seed(args.seed, "unit " + m.label), backend=be,
                                             device=model.device)
-            unit = _step_unit(m, model, problem.precision, problem.mode, nb, unit_rng)
-            m.step_size = _default_step(m, problem.lambda_max, unit)
+            unit = _step_unit(m, step_model, step_precision, step_mode, nb, unit_rng)
+            m.step_size = _default_step(m, step_lambda, unit)
+            if problem.sampling is not None:  # SGLD and ULA in z: the h whose sds are closest for this run
+                m.step_size = _sd_step(args, problem, m, nb, iters, burn, unit_rng, batch_given)
 
     init_gen = np.random.default_rng(seeds[2])
     init = backends.asarray(init_gen.standard_normal((args.chains, model.dim)), backend=be,
@@ -913,6 +1000,8 @@ def _run_command(args) -> int:
     print(f"reference: {problem.reference_note}; {mode_note}")
     print(f"step sizes: {'given by --step-size' if args.step_size else 'from the curvature at the mode'}; "
           f"lambda_max = {problem.lambda_max:.4g}")
+    if problem.sampling is not None:
+        print(_conditioning_note(problem, methods))
     if any("diverged" in r for r in rows):
         print("diverged: positions stopped being finite at that iteration; use a smaller --step-size")
     if any("runaway" in r for r in rows):
