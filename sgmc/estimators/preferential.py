@@ -514,8 +514,8 @@ class AdaptiveControlVariate(ControlVariatePS):
     v0 : float, optional
         The pseudo-variance bound V_0; when omitted, :meth:`prepare` calibrates it by ``v0_rule``.
     v0_rule : {"pilot", "laplace"}, default "pilot"
-        How :meth:`prepare` calibrates V_0 (:mod:`sgmc.estimators.v0`). ``"pilot"``, the thesis's rule (section 4.5.3, :func:`calibrate_v0`): ``pilot_chains`` fixed-n
-        SGLD-CV(-PS) chains of ``pilot_iter`` iterations from the mode, the ``quantile`` of
+        How :meth:`prepare` calibrates V_0 (:mod:`sgmc.estimators.v0`). ``"pilot"``, the thesis's rule
+        (section 4.5.3, :func:`calibrate_v0`): ``pilot_chains`` fixed-n SGLD-CV(-PS) chains of ``pilot_iter`` iterations from the mode, the ``quantile`` of
         ||theta - theta_hat||^2 along each, V_0 the largest (1/n) q sum_i L_i^2 / p_i.
         ``"laplace"`` (:func:`laplace_v0`): the same bound with one quantile over
         ``pilot_chains * pilot_iter`` draws of the Laplace approximation N(theta_hat, Sigma), no chains run.
@@ -556,7 +556,8 @@ class AdaptiveControlVariate(ControlVariatePS):
 
     def __init__(self, model: Any, batch_size: Any, weights: Any = "uniform", centre: Array | None = None, *,
                  v0: float | None = None, v0_rule: str = "pilot", pilot_step_size: float | None = None,
-                 pilot_chains: int = 10, pilot_iter: int = 1000, quantile: float = 0.95, max_batch_size: int | None = None, **options):
+                 pilot_chains: int = 10, pilot_iter: int = 1000, quantile: float = 0.95,
+                 max_batch_size: int | None = None, **options):
         if isinstance(weights, str) and weights == "exact":
             msg = "AdaptiveControlVariate needs static weights: 'uniform', 'approx', 'lipschitz' or an array; got 'exact'"
             raise ValueError(msg)

@@ -77,8 +77,8 @@ class BAOAB(_Splitting):
     -----
     With exact gradients of a Gaussian target the stationary law of the position is the target's at
     any stable step (dt < 2 / omega for every eigenfrequency omega); the momentum after the last kick
-    has variance 1 - dt^2 omega^2 / 4 along each eigenvector, not 1. A stochastic gradient heats the dynamics as in SGHMC without a
-    noise estimate; :class:`BADODAB` absorbs that heat.
+    has variance 1 - dt^2 omega^2 / 4 along each eigenvector, not 1. A stochastic gradient heats the
+    dynamics as in SGHMC without a noise estimate; :class:`BADODAB` absorbs that heat.
 
     Examples
     --------
