@@ -484,64 +484,11 @@ def rhat(draws: Array, *, method: str = "rank") -> Array:
 
 
 # -- Monte Carlo standard errors ---------------------------------------------------------------------
-def _log_beta(a: float, b: float) -> float:
-    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta I_x(a, b) by its continued fraction (modified Lentz)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    if x > (a + 1.0) / (a + b + 2.0):
-        return 1.0 - _betainc(b, a, 1.0 - x)
-    tiny = 1e-300
-    front = math.exp(a * math.log(x) + b * math.log1p(-x) - _log_beta(a, b)) / a
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    f = d
-    for m in range(1, 100000):
-        for coef in (m * (b - m) * x / ((a + 2 * m - 1.0) * (a + 2 * m)),
-                     -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1.0))):
-            d = 1.0 + coef * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + coef / c
-            c = c if abs(c) > tiny else tiny
-            f *= c * d
-        if abs(c * d - 1.0) < 1e-16:
-            break
-    return front * f
-
-
 def _beta_ppf(q: float, a: float, b: float) -> float:
-    """Quantile of Beta(a, b) at ``q``: Newton's method on I_x(a, b), kept inside a shrinking bracket."""
-    lo, hi = 0.0, 1.0
-    mean = a / (a + b)
-    sd = math.sqrt(a * b / ((a + b) ** 2 * (a + b + 1.0)))
-    x = min(max(mean + _ndtri_scalar(q) * sd, 1e-12), 1.0 - 1e-12)
-    lb = _log_beta(a, b)
-    for _ in range(300):
-        f = _betainc(a, b, x) - q
-        if f > 0:
-            hi = x
-        else:
-            lo = x
-        dens = math.exp((a - 1.0) * math.log(x) + (b - 1.0) * math.log1p(-x) - lb)
-        new = x - f / dens if dens > 0 else 0.5 * (lo + hi)
-        if not (lo < new < hi):
-            new = 0.5 * (lo + hi)
-        if abs(new - x) <= 1e-15 * max(x, 1e-300):
-            return new
-        x = new
-    return x
+    """Quantile of Beta(a, b) at ``q``, a Python float: SciPy's inverse regularised incomplete beta."""
+    from scipy.special import betaincinv   # here, not at the top: ``import sgmc`` need not load scipy.special
 
-
-def _ndtri_scalar(p: float) -> float:
-    """:func:`ndtri` of one Python float."""
-    from statistics import NormalDist
-
-    return NormalDist().inv_cdf(p)
+    return float(betaincinv(a, b, q))
 
 
 def mcse(draws: Array, *, method: str = "mean", prob: float | None = None) -> Array:
