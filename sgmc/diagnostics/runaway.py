@@ -57,7 +57,8 @@ GROWTH = 50.0
 #: Multiple of the posterior's typical radius sqrt(d) that flags a chain against a reference.
 SCALE = 20.0
 #: Samplers whose state's ``grad`` is an unbiased estimate of grad log pi at ``position`` on R^d (the Stein check).
-STEIN_SAMPLERS = frozenset({"sgld", "ula", "psgld", "sghmc", "sgnht", "sgld_corrected", "sghmc_corrected"})
+STEIN_SAMPLERS = frozenset({"sgld", "ula", "psgld", "sghmc", "sgnht", "sgld_corrected", "sghmc_corrected",
+                            "baoab", "badodab"})
 
 
 class RunawayChainWarning(UserWarning):
