@@ -242,7 +242,8 @@ def run_chains(
             z, idx = fused.draw(rng, end - k, chains)
             blk = fused.run(state, hs, z, idx, (bool(store_grads) and not full) or watch.stein)
             state = blk.state
-            infos[k:end] = watch.block(k, blk.positions, blk.grads, blk.infos)
+            watch.block(k, blk.positions, blk.grads)
+            infos[k:end] = [watch.plain(i) for i in blk.infos]
             before, now = (wall[k - 1] if k else 0.0), time.perf_counter() - t0
             wall[k:end] = [before + (now - before) * (i + 1) / (end - k) for i in range(end - k)]
             while j < n_keep and kept[j] < end:
@@ -260,6 +261,9 @@ def run_chains(
             if callback is not None:
                 callback(k, state)
             halt = stop is not None and stop()
+            if (end % check_every == 0 or end == n_iter or halt
+                    or (checkpoint is not None and checkpoint_every and end % checkpoint_every == 0)):
+                infos[end - 1] = watch.flush(infos[end - 1])
             if end % check_every == 0 or end == n_iter or halt:
                 try:
                     check_diverged(xp, state.position, end - 1, step_sizes[end - 1], sampler.name, note, watch)
@@ -290,7 +294,7 @@ def run_chains(
                 err.iteration, err.step_size = k + 1, float(step_sizes[k])
                 err.partial = partial(k, None, j)
                 raise
-            infos[k] = watch.one(k, state.position, state.grad, infos[k])
+            watch.one(k, state.position, state.grad)
             if k == next_keep:
                 draws = at(draws, (slice(None), j, slice(None))).set(state.position)
                 if full:
@@ -303,6 +307,11 @@ def run_chains(
                 callback(k, state)
             wall[k] = time.perf_counter() - t0
             halt = stop is not None and stop()
+            if ((k + 1) % check_every == 0 or k + 1 == n_iter or halt
+                    or (checkpoint is not None and checkpoint_every and (k + 1) % checkpoint_every == 0)):
+                infos[k] = watch.flush(infos[k])
+            else:
+                infos[k] = watch.plain(infos[k])
             if (k + 1) % check_every == 0 or k + 1 == n_iter or halt:
                 try:
                     check_diverged(xp, state.position, k, step_sizes[k], sampler.name, note, watch)
@@ -342,6 +351,13 @@ def _column(values: list, chains: int) -> Any:
         return hx.broadcast_to(row[None, :], (chains, len(values)))
     xp = array_namespace(arrays[0])
     dev = device_of(arrays[0])
+    if 4 * len(arrays) <= len(values):  # a few arrays among numbers (a window's value at its end): those alone
+        at_ = [i for i, v in enumerate(values) if not isinstance(v, numbers.Number)]
+        row = hx.asarray([v if isinstance(v, numbers.Number) else 0.0 for v in values], dtype=hx.float64)
+        out = hx.asarray(hx.broadcast_to(row[None, :], (chains, len(values))), copy=True)
+        cols = [xp.broadcast_to(xp.astype(v, xp.float64), (chains,)) for v in arrays]
+        out[:, at_] = hx.asarray(backends.to_numpy(xp.stack(cols, axis=1)), dtype=hx.float64)
+        return out
     cols = [
         xp.full((chains,), float(v), device=dev) if isinstance(v, numbers.Number)
         else xp.broadcast_to(xp.astype(v, xp.float64), (chains,))

@@ -776,7 +776,7 @@ def _assemble(job: _Job, results: list, interrupted: bool = False) -> Trace:
         info["acceptance_rate"] = (hx.mean(stats["accepted"], axis=1) if n_done else hx.zeros(n_chains)).tolist()
     for key in stats:
         if key not in ("step_size", "n_evals", "batch_size", "data_passes", "wall_time", "accepted", "accept_prob",
-                       "abs_max", "stein"):
+                       "abs_max", "stein", "stein_n"):
             info[key] = stats[key][:, -1].tolist() if n_done else [float("nan")] * n_chains
     return Trace(draws=draws, grads=grads, iterations=kept, stats=stats, info=info,
                  param_names=model_param_names(model))

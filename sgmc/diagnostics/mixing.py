@@ -21,13 +21,21 @@ each with its numbers and its fix:
   that all start at the mode (the control-variate estimators start there) and barely move, where
   R-hat compares chains that agree.
 
-The checks apply where they mean something: to a trace with at least :data:`MIN_DRAWS` (400) kept
-draws in all (with fewer, an ESS of 100 needs nearly independent draws, and short runs are how
-tests and examples try things out); the verdict of a shorter trace says it was not checked. For
-false alarms on well-tuned runs: with ``n_e`` effective draws per split half-chain and ``M``
-chains, ``R-hat^2 - 1`` is about ``(F - 1) / n_e`` with ``F`` a chi-square with ``2M - 1`` degrees
-of freedom over its degrees of freedom, so R-hat exceeds 1.05 when ``F > 1 + 0.1025 n_e``: for four
-chains and a bulk ESS of 400 (``n_e = 50``), ``P(chi2_7 / 7 > 6.1) < 1e-5`` per coordinate.
+The checks apply to a trace with at least :data:`MIN_DRAWS` (1,000) kept draws in all, chains
+together: short runs are how tests, examples and step-size trials try things out, and warning on
+each of them would teach users to ignore the warning. The verdict of a shorter trace says it was
+not checked (``mixed`` is None); :func:`check_mixing` with ``min_draws=`` applies the rule to any
+trace of at least 4 draws per chain. A long or wide trace is checked on at most :data:`MAX_DRAWS`
+draws per chain (evenly thinned) and :data:`MAX_COORDS` coordinates (evenly spaced), so that the
+check costs little beside the run.
+
+False alarms on well-tuned runs: with ``n_e`` effective draws per split half-chain and ``M``
+chains, ``R-hat^2 - 1`` is about ``F / n_e`` with ``F`` a chi-square with ``2M - 1`` degrees of
+freedom over its degrees of freedom (the spread of the half-chains' means over its expectation), so
+R-hat exceeds 1.05 when ``F > 0.1025 n_e``: for four chains and a bulk ESS of 400 (``n_e = 50``),
+``P(chi2_7 / 7 > 5.1) < 1e-5`` per coordinate (the folded draws' R-hat likewise). The ESS rule
+fires on a well-tuned run only when the estimate falls to a quarter of its expectation;
+tests/test_mixing_flags.py counts the alarms over fixed seeds (none in 30 well-tuned runs).
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from .ess import ess, rhat
 from .runaway import STEIN_SAMPLERS, stein_spread
 
 __all__ = ["MixingWarning", "Mixing", "check_mixing", "mixing_message", "warn_if_unmixed", "RHAT_MAX", "ESS_MIN",
-           "STUCK_RATIO", "SPREAD_MIN", "MIN_DRAWS", "MAX_COORDS"]
+           "STUCK_RATIO", "SPREAD_MIN", "MIN_DRAWS", "MAX_COORDS", "MAX_DRAWS"]
 
 #: Rank-normalised R-hat above which the chains have not mixed.
 RHAT_MAX = 1.05
@@ -53,9 +61,12 @@ STUCK_RATIO = 0.1
 #: Stein ratio (chains' variance over the posterior's) below which the chains did not move on its scale.
 SPREAD_MIN = 0.01
 #: Fewest kept draws (chains x draws) for which the checks apply.
-MIN_DRAWS = 400
+MIN_DRAWS = 1000
 #: Most coordinates checked (evenly spaced) in a high-dimensional trace, to keep the check's cost small.
 MAX_COORDS = 512
+#: Most draws per chain checked (evenly thinned): thinning by less than the autocorrelation time keeps
+#: the ESS, and by more leaves nearly independent draws, far above ESS_MIN either way.
+MAX_DRAWS = 2000
 
 
 class MixingWarning(UserWarning):
@@ -72,10 +83,11 @@ class Mixing(NamedTuple):
     reasons : list of dict
         One per failed check: ``{"check": "rhat" | "ess" | "stuck" | "spread", "text": ..., "fix": ...}``
         with the check's numbers (``value``, ``limit``, ``coordinate`` or ``chain``).
-    rhat : float
-        The largest R-hat over the coordinates checked (split R-hat for one chain; NaN where undefined).
-    ess_bulk : float
-        The smallest bulk ESS over the coordinates checked.
+    rhat : float or None
+        The largest R-hat over the coordinates checked (split R-hat for one chain); None where not
+        computed (a short trace, a constant chain).
+    ess_bulk : float or None
+        The smallest bulk ESS over the coordinates checked (None likewise).
     spread : float or None
         The Stein ratio T averaged over the chains, where the sampler allows it.
     n_chains, n_draws : int
@@ -84,8 +96,8 @@ class Mixing(NamedTuple):
 
     mixed: bool | None
     reasons: list
-    rhat: float
-    ess_bulk: float
+    rhat: float | None
+    ess_bulk: float | None
     spread: float | None
     n_chains: int
     n_draws: int
@@ -106,7 +118,7 @@ def _coords(dim: int) -> list | None:
     return sorted({int(i * (dim - 1) / (MAX_COORDS - 1)) for i in range(MAX_COORDS)})
 
 
-def check_mixing(draws: Array, *, stein: Any = None, start: int = 0, rhat_max: float = RHAT_MAX,
+def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_max: float = RHAT_MAX,
                  ess_min: float = ESS_MIN, min_draws: int = MIN_DRAWS) -> Mixing:
     """The mixing verdict of ``draws`` (chains, n, dim) by the rule of the module docstring.
 
@@ -114,9 +126,10 @@ def check_mixing(draws: Array, *, stein: Any = None, start: int = 0, rhat_max: f
     ----------
     draws : array (chains, n, dim)
         Kept draws (finite).
-    stein : host array (chains, n_iter), optional
-        The per-iteration Stein products of the run (``trace.stats["stein"]``); ``start`` is the
-        first kept iteration. Without it the spread check does not run.
+    stein, stein_n : host arrays (chains, n_iter), optional
+        The run's Stein sums and their iterations per window (``trace.stats["stein"]`` and
+        ``["stein_n"]``, :class:`sgmc.diagnostics.runaway.Watch`). Without them the spread check does
+        not run.
     rhat_max, ess_min, min_draws : float
         The thresholds (module docstring).
 
@@ -141,11 +154,13 @@ def check_mixing(draws: Array, *, stein: Any = None, start: int = 0, rhat_max: f
         msg = f"`draws` must have shape (chains, n, dim); got {tuple(draws.shape)}"
         raise ValueError(msg)
     chains, n, dim = (int(v) for v in draws.shape)
-    nan = float("nan")
     if chains * n < min_draws or n < 4:
-        return Mixing(None, [], nan, nan, None, chains, n)
+        return Mixing(None, [], None, None, None, chains, n)
     pick = _coords(dim)
     x = draws if pick is None else xp.take(draws, xp.asarray(pick, device=_device(draws)), axis=2)
+    if n > MAX_DRAWS:
+        rows = [int(i * n / MAX_DRAWS) for i in range(MAX_DRAWS)]
+        x = xp.take(x, xp.asarray(rows, device=_device(draws)), axis=1)
     names = pick if pick is not None else list(range(dim))
     hx = backends.get_backend("numpy").xp
     xh = hx.asarray(backends.to_numpy(x), dtype=hx.float64)
@@ -167,7 +182,7 @@ def check_mixing(draws: Array, *, stein: Any = None, start: int = 0, rhat_max: f
                             "text": f"the chains did not move relative to how far apart they are: in coordinate "
                                     f"{names[j]} their spread is {float(ratio[j]):.3g} of the spread of their means",
                             "fix": _FIX_STUCK})
-    r_max = e_min = nan
+    r_max = e_min = None
     if not const:
         r = backends.to_numpy(rhat(x, method="rank" if chains > 1 else "split"))
         e = backends.to_numpy(ess(x, method="bulk"))
@@ -183,8 +198,8 @@ def check_mixing(draws: Array, *, stein: Any = None, start: int = 0, rhat_max: f
                             "text": f"bulk ESS {e_min:.3g} < {ess_min:g} across {chains} chain(s) of {n} draws "
                                     f"(coordinate {names[j]})", "fix": _FIX_MORE})
     spread = None
-    if stein is not None and len(stein):
-        res = [v for v in stein_spread(stein, start, dim) if v is not None]
+    if stein is not None and stein_n is not None and len(stein):
+        res = [v for v in stein_spread(stein, stein_n, dim) if v is not None]
         if res:
             t = math.fsum(v[0] for v in res) / len(res)
             se = math.sqrt(math.fsum(v[1] ** 2 for v in res)) / len(res)
@@ -219,10 +234,8 @@ def warn_if_unmixed(trace: Any, sampler: Any, step_sizes: Any, warn: bool = True
 
     ``warn=False`` records the verdict only (a run already flagged as running away or interrupted).
     """
-    stein = trace.stats.get("stein") if hasattr(trace, "stats") else None
-    start = int(trace.iterations[0]) if len(trace.iterations) else 0
-    verdict = check_mixing(trace.draws, stein=stein if getattr(sampler, "name", None) in STEIN_SAMPLERS else None,
-                           start=start)
+    stats = trace.stats if getattr(sampler, "name", None) in STEIN_SAMPLERS else {}
+    verdict = check_mixing(trace.draws, stein=stats.get("stein"), stein_n=stats.get("stein_n"))
     trace.info["mixing"] = verdict.as_dict()
     if warn and verdict.mixed is False:
         hs = sorted({float(h) for h in step_sizes})

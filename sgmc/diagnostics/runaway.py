@@ -32,10 +32,11 @@ say so, per chain, with the iteration where it shows:
   the growth check sees no growth, and R-hat and ESS look healthy.
 
 :class:`Watch` folds the per-iteration quantities into the loop of :func:`sgmc.chains.run_chains`
-(and its compiled blocks): ``max |theta_k|`` of every chain at every iteration, burn-in included
-(a running maximum on the arrays' device is checked for finiteness at every divergence check, so
-a non-finite position at any iteration is found) and the Stein products after burn-in; they are
-recorded as per-iteration statistics ``abs_max`` and ``stein`` of the trace.
+(and its compiled blocks), at every iteration, burn-in included: the largest ``|theta_i|`` of every
+chain (a running maximum on the arrays' device, checked for finiteness at every divergence check, so
+a non-finite position at any iteration is found even if a later one is finite again) and, after
+burn-in, the sums the Stein check needs. They are recorded per window between divergence checks, as
+the trace's statistics ``abs_max``, ``stein`` and ``stein_n``.
 """
 
 from __future__ import annotations
@@ -188,10 +189,15 @@ def _rows(xp: Any, a: Array) -> list:
 class Watch:
     """The per-iteration quantities of the checks, folded into a loop over iterations (module docstring).
 
-    ``abs_max``: ``max_i |theta_k,i|`` per chain at every iteration; ``stein``: ``(theta_k - c) . g_k``
-    per chain after the first kept iteration ``start`` (0.0 up to and at it), with ``c`` the draw kept
-    there. :meth:`one` records one iteration's, :meth:`block` a compiled block's (the same values up to
-    the rounding of the sums); :attr:`top` is the running maximum of ``abs_max`` on the arrays' device.
+    Every iteration, burn-in included, :meth:`one` (or :meth:`block`, for a compiled block of
+    iterations) takes the elementwise running maximum of ``|theta|`` and, after the first kept
+    iteration ``start``, the sums of ``theta_k * g_k`` and ``g_k``: a few elementwise operations on
+    the arrays' device, no reduction and no transfer. At the end of a window (each divergence check,
+    checkpoint or stop: :meth:`flush`) they become the StepInfo extras of that iteration, per chain:
+    ``abs_max`` (the window's largest ``|theta_i|``), ``stein`` (the window's sum of
+    ``(theta_k - c) . g_k``, ``c`` the draw kept at ``start``) and ``stein_n`` (its iterations); the
+    other iterations record 0 (:meth:`plain`). The runner keeps them as per-iteration statistics, so
+    they travel with the trace, its checkpoints and its groups of chains like the others.
 
     Parameters
     ----------
@@ -202,7 +208,7 @@ class Watch:
     position : array (chains, dim)
         The starting position (it starts the running maximum).
     resume : ChainsProgress, optional
-        A loop continued from a checkpoint: the running maximum and ``c`` continue from it.
+        A loop continued from a checkpoint (where a window ended): ``c`` comes from its kept draws.
     """
 
     def __init__(self, xp: Any, sampler: Any, start: int, position: Array, resume: Any = None):
@@ -210,98 +216,127 @@ class Watch:
         self.stein = getattr(sampler, "name", None) in STEIN_SAMPLERS
         self.top = xp.max(xp.abs(position), axis=-1)
         self.centre = None
-        if resume is not None and resume.k:
-            last = resume.infos[resume.k - 1].extras or {}
-            if "abs_max" in last:
-                self.top = xp.maximum(self.top, xp.asarray(last["abs_max"]))
-            if resume.j:
-                self.centre = xp.asarray(resume.draws[:, 0, :], copy=True)
+        if resume is not None and resume.j and self.stein:
+            self.centre = xp.asarray(resume.draws[:, 0, :], copy=True)
+        self._reset()
+        self._zero = {"abs_max": 0.0, "stein": 0, "stein_n": 0} if self.stein else {"abs_max": 0.0}
 
-    def one(self, k: int, position: Array, grad: Array, info: Any) -> Any:
-        """``info`` (a StepInfo) with iteration ``k``'s ``abs_max`` (and ``stein``) in its extras."""
+    def _reset(self) -> None:
+        self.m, self.a, self.g, self.n = None, None, None, 0
+
+    def one(self, k: int, position: Array, grad: Array) -> None:
+        """Fold in iteration ``k``'s position (and gradient estimate)."""
         xp = self.xp
-        a = xp.max(xp.abs(position), axis=-1)
-        self.top = xp.maximum(self.top, a)
+        ab = xp.abs(position)
+        self.m = ab if self.m is None else xp.maximum(self.m, ab)
+        if not self.stein or k < self.start:
+            return
+        if k == self.start:
+            self.centre = xp.asarray(position, copy=True)
+            return
+        prod = position * grad
+        self.a, self.g = (prod, grad) if self.n == 0 else (self.a + prod, self.g + grad)
+        self.n += 1
+
+    def block(self, k: int, positions: Array, grads: Array | None) -> None:
+        """Fold in the iterations ``k, k + 1, ...`` of a compiled block: positions (iterations, chains, dim)."""
+        xp = self.xp
+        n = int(positions.shape[0])
+        ab = xp.max(xp.abs(positions), axis=0)
+        self.m = ab if self.m is None else xp.maximum(self.m, ab)
+        if not self.stein or k + n <= self.start:
+            return
+        first = max(0, self.start - k)
+        if self.start >= k:
+            self.centre = xp.asarray(positions[first, ...], copy=True)
+            first += 1
+        if first >= n:
+            return
+        prod = xp.sum(positions[first:, ...] * grads[first:, ...], axis=0)
+        g = xp.sum(grads[first:, ...], axis=0)
+        self.a, self.g = (prod, g) if self.n == 0 else (self.a + prod, self.g + g)
+        self.n += n - first
+
+    def plain(self, info: Any) -> Any:
+        """``info`` with the zeros of an iteration inside a window."""
+        return info._replace(extras={**info.extras, **self._zero} if info.extras else self._zero)
+
+    def flush(self, info: Any) -> Any:
+        """``info`` with the window's ``abs_max`` (and ``stein``, ``stein_n``); the window starts again."""
+        xp = self.xp
         extras = dict(info.extras) if info.extras else {}
-        extras["abs_max"] = a
+        if self.m is not None:
+            extras["abs_max"] = xp.max(self.m, axis=-1)
+            self.top = xp.maximum(self.top, extras["abs_max"])
+        else:
+            extras["abs_max"] = 0.0
         if self.stein:
-            if k == self.start:
-                self.centre = xp.asarray(position, copy=True)
-            extras["stein"] = 0.0 if k <= self.start else xp.sum((position - self.centre) * grad, axis=-1)
+            if self.n:
+                extras["stein"] = xp.sum(self.a, axis=-1) - xp.sum(self.centre * self.g, axis=-1)
+            else:
+                extras["stein"] = 0
+            extras["stein_n"] = self.n
+        self._reset()
         return info._replace(extras=extras)
 
-    def block(self, k: int, positions: Array, grads: Array | None, infos: list) -> list:
-        """The StepInfo of a block of iterations ``k, k + 1, ...`` with their ``abs_max`` (and ``stein``)."""
-        xp = self.xp
-        n = len(infos)
-        a = xp.max(xp.abs(positions), axis=-1)                                # (iterations, chains)
-        self.top = xp.maximum(self.top, xp.max(a, axis=0))
-        u = None
-        if self.stein and k + n > self.start:
-            first = max(0, self.start - k)                                   # the block's first row after start
-            if self.start >= k:
-                self.centre = xp.asarray(positions[self.start - k, ...], copy=True)
-                first += 1
-            if first < n:
-                u = xp.sum((positions[first:, ...] - self.centre[None, ...]) * grads[first:, ...], axis=-1)
-        out = []
-        for t, info in enumerate(infos):
-            extras = dict(info.extras) if info.extras else {}
-            extras["abs_max"] = a[t, ...]
-            if self.stein:
-                extras["stein"] = u[t - (n - u.shape[0]), ...] if u is not None and t >= n - u.shape[0] else 0.0
-            out.append(info._replace(extras=extras))
-        return out
-
     def finite(self) -> Array:
-        """A 0-d boolean array: every position so far finite (the running maximum is; NaN propagates)."""
+        """A 0-d boolean array: every position up to the last :meth:`flush` finite (NaN propagates)."""
         return self.xp.all(self.xp.isfinite(self.top))
 
 
-def stein_spread(stein: Any, start: int, dim: int, blocks: int = BLOCKS) -> list:
-    """Per chain ``(T, se, block T values)`` of the Stein check from the ``stein`` statistic (module docstring).
+def stein_spread(stein: Any, counts: Any, dim: int, blocks: int = BLOCKS) -> list:
+    """Per chain ``(T, se, [(first window, T_b), ...])`` of the Stein check, or None (module docstring).
 
-    ``stein`` is a host array (chains, n_iter) of ``(theta_k - c) . g_k``; the iterations after
-    ``start`` (the first kept one) are cut into ``blocks`` batches whose means give ``T`` and its
-    standard error. Chains with fewer than ``2 * blocks`` such iterations get ``None``.
+    ``stein`` and ``counts`` are the statistics ``stein`` and ``stein_n`` of a trace (host arrays
+    (chains, n_iter): window sums and their iterations at the windows' last iterations, 0 between).
+    The windows are grouped in order into at most ``blocks`` batches of about equal iterations, whose
+    means give ``T = -mean((theta_k - c) . g_k) / d`` and its standard error. Fewer than 4 windows:
+    None.
     """
-    rows = [list(map(float, r)) for r in stein]
     out = []
-    for row in rows:
-        tail = row[start + 1:]
-        size = len(tail) // blocks
-        if size < 2:
+    for srow, nrow in zip(stein, counts):
+        wins = [(j, float(s), int(n)) for j, (s, n) in enumerate(zip(srow, nrow)) if n > 0]
+        total = sum(w[2] for w in wins)
+        if len(wins) < 4 or total == 0:
             out.append(None)
             continue
-        tail = tail[len(tail) - size * blocks:]
-        ts = [-math.fsum(tail[b * size:(b + 1) * size]) / (size * dim) for b in range(blocks)]
-        mean = math.fsum(ts) / blocks
-        var = math.fsum((t - mean) ** 2 for t in ts) / (blocks - 1)
-        out.append((mean, math.sqrt(var / blocks), ts))
+        nb = min(blocks, len(wins))
+        batches, cur, acc = [], [], 0
+        for w in wins:
+            cur.append(w)
+            acc += w[2]
+            if acc >= total * (len(batches) + 1) / nb and len(batches) < nb - 1:
+                batches.append(cur)
+                cur = []
+        if cur:
+            batches.append(cur)
+        ts = [(b[0][0], -math.fsum(w[1] for w in b) / (sum(w[2] for w in b) * dim)) for b in batches]
+        t = -math.fsum(w[1] for w in wins) / (total * dim)
+        weights = [sum(w[2] for w in b) / total for b in batches]
+        var = math.fsum(wt * wt * (tb - t) ** 2 for wt, (_, tb) in zip(weights, ts)) * len(ts) / max(len(ts) - 1, 1)
+        out.append((t, math.sqrt(var), ts))
     return out
 
 
-def find_spread(stein: Any, start: int, dim: int, iterations_from: int | None = None, *, scale: float = SCALE) -> list:
+def find_spread(stein: Any, counts: Any, dim: int, *, scale: float = SCALE) -> list:
     """The chains whose Stein ``T`` exceeds ``scale ** 2`` by three standard errors, as :class:`Runaway` (kind "spread").
 
-    The reported iteration is the first of the batch (of :data:`BLOCKS`) from which every later
-    batch's ``T`` exceeds ``scale ** 2``; ``factor`` is ``sqrt(T)``, the spread in posterior sds.
+    The reported iteration is where the first batch ends from which every later batch's ``T``
+    exceeds ``scale ** 2`` (the windows are recorded at their ends); ``factor`` is ``sqrt(T)``, the
+    spread in posterior standard deviations.
     """
-    n_iter = len(stein[0]) if len(stein) else 0
     out = []
     limit = scale * scale
-    for c, res in enumerate(stein_spread(stein, start, dim)):
+    for c, res in enumerate(stein_spread(stein, counts, dim)):
         if res is None:
             continue
         t, se, ts = res
         if not (math.isfinite(t) and t - 3.0 * se > limit):
             continue
         b = len(ts) - 1
-        while b > 0 and ts[b - 1] > limit:
+        while b > 0 and ts[b - 1][1] > limit:
             b -= 1
-        size = (n_iter - start - 1) // len(ts)
-        first = n_iter - size * len(ts)
-        out.append(Runaway(c, first + b * size, "spread", math.sqrt(t)))
+        out.append(Runaway(c, int(ts[b][0]), "spread", math.sqrt(t)))
     return out
 
 
@@ -347,8 +382,8 @@ def warn_if_runaway(trace: Any, sampler: Any, step_sizes: Any, stacklevel: int =
         trace.info["abs_max"] = [float(v) for v in stats["abs_max"].max(axis=1)]
     if not sampler.needs_log_density:
         found = find_runaway(trace.draws, trace.iterations)
-        if "stein" in stats and len(trace.iterations):
-            spread = {r.chain: r for r in find_spread(stats["stein"], int(trace.iterations[0]), int(trace.draws.shape[2]))}
+        if "stein" in stats and "stein_n" in stats:
+            spread = {r.chain: r for r in find_spread(stats["stein"], stats["stein_n"], int(trace.draws.shape[2]))}
             found = sorted({**{r.chain: r for r in found}, **spread}.values(), key=lambda r: r.chain)
     trace.info["runaway"] = [r._asdict() for r in found]
     if found:
