@@ -642,7 +642,8 @@ def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int,
 
     A row is marked instead of filled when the method diverged, ran away (see
     :mod:`sgmc.diagnostics.runaway`: growth through the run, or draws far outside the Laplace
-    approximation at the mode) or was interrupted by Ctrl-C.
+    approximation at the mode), did not mix (:mod:`sgmc.diagnostics.mixing`: its numbers are kept in
+    the row for ``--output``'s file, not printed) or was interrupted by Ctrl-C.
     """
     model = problem.model if problem.sampling is None else problem.sampling
     options = {}
@@ -684,11 +685,6 @@ def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int,
         row["runaway"] = first._asdict()
         trace.info["runaway"] = [r._asdict() for r in found]
         return {"row": row, "trace": trace, "report": False}
-    mixing = trace.info.get("mixing") or {}
-    if mixing.get("mixed") is False:  # the verdict of sgmc.diagnostics.mixing: a marked row, never a result
-        row["unmixed"] = {"reasons": [r["text"] for r in mixing["reasons"]],
-                          "fixes": list(dict.fromkeys(r["fix"] for r in mixing["reasons"]))}
-        return {"row": row, "trace": trace, "report": False}
     passes = float(trace.info["setup_data_passes"]) + float(np.mean(trace.stats["data_passes"][:, -1]))
     mean = backends.to_numpy(trace.mean())
     row.update(
@@ -697,6 +693,11 @@ def _run_method(args, problem: _Problem, method: _Method, iters: int, burn: int,
         mean_error=float(np.linalg.norm(mean - problem.reference_mean)),
         kept=trace.n_draws * trace.n_chains,
     )
+    mixing = trace.info.get("mixing") or {}
+    if mixing.get("mixed") is False:  # sgmc.diagnostics.mixing: a marked row (its numbers only in --output's file)
+        row["unmixed"] = {"reasons": [r["text"] for r in mixing["reasons"]],
+                          "fixes": list(dict.fromkeys(r["fix"] for r in mixing["reasons"]))}
+        return {"row": row, "trace": trace, "report": False}
     return {"row": row, "trace": trace, "report": True}
 
 
@@ -948,8 +949,10 @@ def _run_command(args) -> int:
     # Files first: a closed standard output (``sgmc run ... | head``) must not lose them.
     notes = []
     if stopped is None:
-        if args.plot is not None and ran:
-            path = trace_plot({k: v["trace"] for k, v in ran.items()}, args.plot,
+        # unmixed chains are plotted too: the plot is where they show
+        shown = {k: v for k, v in results.items() if v["trace"] is not None and (v.get("report") or "unmixed" in v["row"])}
+        if args.plot is not None and shown:
+            path = trace_plot({k: v["trace"] for k, v in shown.items()}, args.plot,
                               coords=tuple(range(min(3, model.dim))), reference=problem.reference_mean)
             notes.append(f"trace plot written to {path}")
         if args.output is not None:

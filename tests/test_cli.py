@@ -26,8 +26,12 @@ def _run(argv):
     return code, out.getvalue(), err.getvalue()
 
 
-def _table(stdout: str) -> dict:
-    """Rows of the printed table by method: {method: (h, time, passes, log_loss, mean_error)}."""
+def _table(stdout: str, marked: dict | None = None) -> dict:
+    """Rows of the printed table by method: {method: (h, time, passes, log_loss, mean_error)}.
+
+    A row marked NOT MIXED (sgmc.diagnostics.mixing) goes to ``marked`` when given (its text), and
+    fails the parse otherwise.
+    """
     lines = stdout.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["method", "h"])
     rows = {}
@@ -35,9 +39,28 @@ def _table(stdout: str) -> dict:
         if not ln.strip():
             break
         cells = ln.split()
+        if marked is not None and cells[1:3] == ["NOT", "MIXED"]:
+            marked[cells[0]] = ln
+            continue
         assert len(cells) == 6, ln
         rows[cells[0]] = tuple(float(c) for c in cells[1:])
     return rows
+
+
+def _file_rows(quick_run: dict, labels) -> dict:
+    """The rows --output recorded in each method's file (numbers kept for marked rows too)."""
+    out = {}
+    for label in labels:
+        row = sgmc.Trace.load(str(quick_run["npz"].with_name(f"draws-{label}.npz"))).info["command"]["row"]
+        out[label] = (row["h"], row["time"], row["passes"], row["log_loss"], row["mean_error"])
+    return out
+
+
+def _check_marks(stdout: str, marked: dict) -> None:
+    """Each NOT MIXED row has its footnote: the reasons with their numbers and the fix."""
+    for label in marked:
+        note = next(ln for ln in stdout.splitlines() if ln.startswith(f"(*) {label} not mixed: "))
+        assert ("R-hat" in note or "ESS" in note or "spread" in note) and "Fix: " in note
 
 
 def _reference_norm(stdout: str) -> float:
@@ -56,8 +79,15 @@ def quick_run(tmp_path_factory):
 def test_quick_default_table(quick_run):
     assert quick_run["code"] == 0, quick_run["err"]
     assert quick_run["err"] == ""  # --no-progress: nothing on stderr
-    rows = _table(quick_run["out"])
-    assert list(rows) == ["SGLD", "SGLD-CV"]
+    # one chain of 1,000 kept draws at the curvature rule's step: the slow direction has not mixed
+    # (bulk ESS 4 and 25), so the rows are marked, and their numbers are in --output's files only
+    marked = {}
+    printed = _table(quick_run["out"], marked)
+    assert sorted([*printed, *marked]) == ["SGLD", "SGLD-CV"]
+    _check_marks(quick_run["out"], marked)
+    rows = _file_rows(quick_run, ["SGLD", "SGLD-CV"])
+    for label, values in printed.items():
+        assert values == pytest.approx(rows[label], rel=1e-2, abs=1e-2)
     ref_norm = _reference_norm(quick_run["out"])
     assert 1.0 < ref_norm < 100.0
     for h, seconds, passes, log_loss, mean_error in rows.values():
@@ -80,7 +110,8 @@ def test_quick_plot_and_output(quick_run):
     # one file per method (two methods: the label after the stem), each a trace Trace.load opens, with
     # the command's settings and the method's row
     assert not quick_run["npz"].exists()
-    rows = _table(quick_run["out"])
+    marked = {}
+    rows = {**_table(quick_run["out"], marked), **_file_rows(quick_run, marked)}
     for label in ("SGLD", "SGLD-CV"):
         path = quick_run["npz"].with_name(f"draws-{label}.npz")
         trace = sgmc.Trace.load(str(path))
@@ -103,8 +134,10 @@ def test_entry_point_subprocess():
         capture_output=True, text=True, timeout=300, env=env, cwd=root,
     )
     assert proc.returncode == 0, proc.stderr
-    rows = _table(proc.stdout)
-    assert set(rows) == {"SGLD", "SGLD-CV"}
+    marked = {}
+    rows = _table(proc.stdout, marked)
+    assert set(rows) | set(marked) == {"SGLD", "SGLD-CV"}
+    _check_marks(proc.stdout, marked)
 
 
 def test_linear_model_against_closed_form():
@@ -247,7 +280,7 @@ ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH
 LINEAR = ["run", "--quick", "--no-progress", "--model", "linear", "--iters", "300"]
 
 
-def test_a_runaway_chain_is_a_marked_row_and_sgrld_svrg_has_a_working_default():
+def test_a_runaway_chain_is_a_marked_row_and_sgrld_svrg_has_a_working_default(tmp_path):
     # SGRLD with SVRG at h = 0.5 (the factor SGLD-SVRG uses) jumps to |theta| in the thousands: finite
     # draws, which used to be printed as a row with mean error 2e3
     code, out, err = _run(["run", "--quick", "--no-progress", "--sampler", "sgrld", "--estimator", "svrg",
@@ -256,11 +289,19 @@ def test_a_runaway_chain_is_a_marked_row_and_sgrld_svrg_has_a_working_default():
     line = next(ln for ln in out.splitlines() if ln.startswith("SGRLD-SVRG"))
     assert "ran away: chain 0 far outside the Laplace scale from iteration" in line and "no result" in line
     assert "ran away: the draws stayed finite" in out
-    # the default step of the pair works: a normal row, close to the reference
-    code, out, err = _run(["run", "--quick", "--no-progress", "--sampler", "sgrld", "--estimator", "svrg"])
+    # the default step of the pair works: close to the reference (one chain of 1,000 draws has not
+    # mixed in its slow direction, split R-hat ~1.2: a marked row, its numbers in --output's file)
+    npz = tmp_path / "draws.npz"
+    code, out, err = _run(["run", "--quick", "--no-progress", "--sampler", "sgrld", "--estimator", "svrg",
+                           "--output", str(npz)])
     assert code == 0, err
-    rows = _table(out)
-    h, _, passes, _, mean_error = rows["SGRLD-SVRG"]
+    marked = {}
+    rows = _table(out, marked)
+    _check_marks(out, marked)
+    row = sgmc.Trace.load(str(npz)).info["command"]["row"]  # one method: the file is --output itself
+    h, passes, mean_error = row["h"], row["passes"], row["mean_error"]
+    if "SGRLD-SVRG" in rows:
+        assert rows["SGRLD-SVRG"][4] == pytest.approx(mean_error, rel=1e-2)
     assert mean_error < 0.05 * _reference_norm(out)
     # the true cost: the Fisher metric's pass at each of the 2000 steps, besides SVRG's
     assert passes > 2000
