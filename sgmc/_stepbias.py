@@ -174,12 +174,14 @@ def inflation(sampler: Any, H: Any, V: Any, h: float) -> dict | None:
 
 
 def bound_step(evaluate: Callable[[float], dict | None], h: float, tolerance: float, budget: float) -> tuple:
-    """``(h_bounded, estimate)``: the largest step at most ``h`` whose worst sd factor is within
-    ``tolerance``; where that step's autocorrelation time exceeds ``budget`` iterations (the run is
-    too short for it to mix), the smallest step up to ``h`` whose time fits instead.
+    """``(step, estimate)``: the step to run instead of the KSD choice ``h``.
 
-    ``evaluate(h)`` is :func:`inflation` at ``h`` (None: unstable). The search is geometric: down by
-    decades to a step within the tolerance, then bisection in log h.
+    ``evaluate(step)`` is :func:`inflation` at ``step`` (None: unstable); a step *mixes* when its
+    autocorrelation time is at most ``budget`` iterations. With h_tol the largest step whose worst sd
+    factor is within ``tolerance`` (found by decades, then bisection in log h): ``h`` itself when it
+    is within the tolerance and mixes; else h_tol when ``h`` is above it and h_tol mixes; else the
+    smallest step between the two that mixes (a step above h_tol: its inflation is reported), or, when
+    none does, ``h`` (above h_tol: the bias is not bounded) or h_tol (below it: the nearest to mixing).
     """
     def ok(e: dict | None) -> bool:
         return e is not None and e["worst"] <= tolerance
@@ -187,28 +189,38 @@ def bound_step(evaluate: Callable[[float], dict | None], h: float, tolerance: fl
     def mixes(e: dict | None) -> bool:
         return e is not None and e["tau"] <= budget
 
+    def boundary(good: float, bad: float, test: Callable[[float], bool]) -> float:
+        """The step next to the change of ``test`` between ``good`` (True) and ``bad`` (False)."""
+        for _ in range(14):
+            mid = math.sqrt(good * bad)
+            good, bad = (mid, bad) if test(mid) else (good, mid)
+        return good
+
     est = evaluate(h)
-    if ok(est):
+    if est is None:
         return h, est
-    lo, hi = h, h            # lo: within the tolerance; hi: not
+    within = ok(est)
+    if within and mixes(est):
+        return h, est
+    h_tol = None
+    factor = 10.0 if within else 0.1     # towards the boundary of the tolerance
+    a = h
     for _ in range(12):
-        lo = lo / 10.0
-        if ok(evaluate(lo)):
+        b = a * factor
+        if ok(evaluate(b)) != within:
+            h_tol = boundary(a, b, lambda x: ok(evaluate(x)) == within) if within else \
+                boundary(b, a, lambda x: ok(evaluate(x)))
             break
-        hi = lo
-    else:
+        a = b
+    if h_tol is None:                    # no boundary within 12 decades
         return h, est
-    for _ in range(14):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if ok(evaluate(mid)) else (lo, mid)
-    est_lo = evaluate(lo)
-    if mixes(est_lo):
-        return lo, est_lo
-    # too slow for the run: the smallest step between lo and h that mixes within the budget
-    if not mixes(est):
-        return h, est
-    a, b = lo, h
-    for _ in range(14):
-        mid = math.sqrt(a * b)
-        a, b = (a, mid) if mixes(evaluate(mid)) else (mid, b)
-    return b, evaluate(b)
+    est_tol = evaluate(h_tol)
+    if mixes(est_tol):
+        if within:                       # the smallest step from h up that mixes
+            step = boundary(h_tol, h, lambda x: mixes(evaluate(x)))
+            return step, evaluate(step)
+        return h_tol, est_tol
+    if not within and mixes(est):        # above the tolerance: the smallest step that mixes
+        step = boundary(h, h_tol, lambda x: mixes(evaluate(x)))
+        return step, evaluate(step)
+    return (h_tol, est_tol) if within else (h, est)

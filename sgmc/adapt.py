@@ -73,11 +73,12 @@ class AutoStep:
         For SGLD, ULA and SGHMC: the most the marginal posterior sds may be inflated (or deflated) at
         stationarity, estimated on the local Gaussian approximation at the chains (the negative
         Hessian H there and the gradient estimator's noise covariance V measured at the chains,
-        :mod:`sgmc._stepbias`). The KSD choice is lowered to the largest step within it, unless that
-        step mixes too slowly for the iterations after burn-in (autocorrelation time above a tenth of
-        them, or fewer than 200 effective draws over all chains); then the smallest step that mixes
-        is used, and a :class:`~sgmc._stepbias.StepSizeBiasWarning` names its estimated inflation
-        when it exceeds 1.25. None keeps the KSD choice as it is.
+        :mod:`sgmc._stepbias`). A KSD choice above the largest step within it is lowered to that
+        step; a choice that mixes too slowly for the iterations after burn-in (autocorrelation time
+        above a 50th of them, or fewer than 200 effective draws over all chains) is raised toward it,
+        to the smallest step that mixes. When no step within the tolerance mixes, the smallest step
+        that does is used, and a :class:`~sgmc._stepbias.StepSizeBiasWarning` names its estimated sd
+        inflation when that exceeds 1.25. None keeps the KSD choice as it is.
 
     Examples
     --------
@@ -384,7 +385,7 @@ def adapt_step_size(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rn
 _WARN_AT = 1.25     # the estimated sd inflation above which the choice is reported as unbounded
 # a step mixes in the run when its autocorrelation time leaves at least this many effective draws per
 # chain and over all chains (the mixing check of sgmc.diagnostics.mixing asks for a bulk ESS of 100)
-_PER_CHAIN, _TOTAL = 10.0, 200.0
+_PER_CHAIN, _TOTAL = 50.0, 200.0
 
 
 def _bound_bias(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rng: Any, position: Any, h: float,
