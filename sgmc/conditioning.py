@@ -27,6 +27,8 @@ __all__ = ["condition", "sample_conditioned", "user_trace"]
 
 #: Ways :func:`condition` chooses L.
 CONDITIONINGS = ("laplace", "standardise")
+#: Optimiser steps of the mode search before Newton's (see :func:`sgmc.optimize.laplace`).
+MODE_STEPS = 500
 
 
 def condition(model: Any, how: Any = "laplace", *, rng: Any = None, batch_size: Any = None,
@@ -69,13 +71,22 @@ def condition(model: Any, how: Any = "laplace", *, rng: Any = None, batch_size: 
                    f"got {type(model).__name__}; use how='laplace'")
             raise ValueError(msg)
         return conditioned(model, standardising_factor(X)), {"how": "standardise"}
-    fit = laplace(model, rng, batch_size=batch_size, progress=progress)
+    # the mode search itself runs on standardised columns where the model has them (raw scales slow
+    # the optimiser down as much as the sampler), and L composes: theta = S (L' z)
+    X = getattr(model, "X", None)
+    S = standardising_factor(X) if is_array(X) and tuple(X.shape)[-1:] == (model.dim,) else None
+    search = model if S is None else conditioned(model, S)
+    fit = laplace(search, rng, batch_size=batch_size, n_steps=MODE_STEPS, progress=progress)
     if not bool(xp.all(xp.isfinite(fit.precision))):
         msg = "the negative Hessian at the mode is not finite; condition with how='standardise' or a given L"
         raise ValueError(msg)
+    L = laplace_factor(fit.precision)
+    mode = fit.mode
+    if S is not None:
+        L, mode = S @ L, search.to_theta(fit.mode)
     info = {"how": "laplace", "newton_steps": int(fit.newton_steps),
-            "mode": [float(v) for v in backends.to_numpy(fit.mode)]}
-    return conditioned(model, laplace_factor(fit.precision)), info
+            "mode": [float(v) for v in backends.to_numpy(mode)]}
+    return conditioned(model, L), info
 
 
 def user_trace(trace: Trace, model_z: Any) -> Trace:
@@ -130,8 +141,8 @@ def sample_conditioned(model: Any, sampler: Any = "sgld", estimator: Any = "mini
     >>> age = rng.uniform(20, 90, 500); income = rng.uniform(1e4, 2e5, 500)
     >>> X = np.column_stack([np.ones(500), age, income])
     >>> y = 1.0 + 0.05 * age + 2e-5 * income + rng.normal(size=500)
-    >>> trace = sample_conditioned(LinearRegression(X, y), "sgld", "cv", step_size=0.05, batch_size=50,
-    ...                            n_iter=2000, chains=2, rng=1, progress=False)
+    >>> trace = sample_conditioned(LinearRegression(X, y), "sgld", "cv", step_size=0.2, batch_size=50,
+    ...                            n_iter=3000, chains=4, rng=1, progress=False)
     >>> trace.param_names
     ('beta[0]', 'beta[1]', 'beta[2]')
     >>> bool(np.allclose(trace.mean(), LinearRegression(X, y).posterior()[0], rtol=0.05))
