@@ -12,10 +12,11 @@ import difflib
 import math
 import operator
 import os
+import reprlib
 from typing import Any
 
 __all__ = ["did_you_mean", "check_int", "check_step_size", "check_positive", "check_nonnegative", "check_batch_size", "check_choice",
-           "check_file", "check_alloc", "memory_bytes"]
+           "check_file", "check_alloc", "memory_bytes", "check_model", "describe"]
 
 
 def did_you_mean(value: Any, choices: Any) -> str:
@@ -178,3 +179,49 @@ def check_alloc(n_bytes: int, name: str, value: Any, what: str) -> None:
         msg = (f"{label}={value!r} is too large: {what} would need about {_bytes_text(n_bytes)}, more than "
                f"{where} ({_bytes_text(limit)}); give a smaller {label}")
         raise ValueError(msg)
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlist, _SHORT.maxlevel = 40, 40, 4, 2
+
+
+def describe(value: Any) -> str:
+    """A short description of what was given: its type and a clipped repr."""
+    return f"{type(value).__name__} {_SHORT.repr(value)}"
+
+
+def _has_method(model: Any, name: str) -> bool:
+    attr = getattr(model, name, None)
+    return callable(attr) and not getattr(attr, "_sgmc_placeholder", False)
+
+
+def check_model(model: Any, name: str = "model", methods: tuple = (), purpose: str = "") -> Any:
+    """``model`` when it is an sgmc model: ``xp``, a positive int ``dim``, ``dtype``, and ``methods``.
+
+    The one check of a ``model=`` argument shared by the public functions that take one: anything
+    else (``None``, a string, an array, an object without a model's attributes) raises ``TypeError``
+    naming ``name``, what a model needs and what was given; a model without one of ``methods`` (a
+    base-class placeholder counts as absent) raises ``TypeError`` naming the methods and ``purpose``.
+    """
+    missing = [a for a in ("xp", "dim", "dtype") if not hasattr(model, a)]
+    if missing or isinstance(model, (str, bytes, int, float, complex, list, tuple, dict, type)):
+        msg = (f"`{name}` must be an sgmc model (a sgmc.models.Model, or an object with xp, dim, dtype and the "
+               f"model methods, see sgmc.models.Target); got {describe(model)}")
+        raise TypeError(msg)
+    dim = model.dim
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        try:
+            ok = not isinstance(dim, bool) and operator.index(dim) >= 1
+        except TypeError:
+            ok = False
+        if not ok:
+            msg = f"`{name}` must be an sgmc model with a positive int `dim`; {type(model).__name__}.dim is {dim!r}"
+            raise TypeError(msg)
+    absent = [m for m in methods if not _has_method(model, m)]
+    if absent:
+        why = {getattr(getattr(model, m, None), "_sgmc_reason", "") for m in absent} - {""}
+        msg = (f"{purpose or 'this function'} needs the model method(s) {', '.join(absent)}, which "
+               f"{type(model).__name__} does not provide (`{name}`); implement them (see sgmc.models.Model) or "
+               "choose a method that does not need them" + (" (" + "; ".join(sorted(why)) + ")" if why else ""))
+        raise TypeError(msg)
+    return model

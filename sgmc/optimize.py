@@ -27,8 +27,8 @@ from . import backends
 from ._array_api import Array, is_array
 from ._progress import progress_bar
 from ._sampling import subsample
-from ._validation import check_batch_size, check_choice, check_int, check_positive
-from .models.base import check_compatible, provides, require
+from ._validation import check_batch_size, check_choice, check_int, check_model, check_nonnegative, check_positive, describe
+from .models.base import check_compatible, provides
 
 __all__ = [
     "find_mode", "newton", "negative_hessian", "laplace", "curvature_bound", "mode_gap", "Laplace",
@@ -52,13 +52,34 @@ class ModeNotFoundWarning(RuntimeWarning):
 def _start(model: Any, init: Any, name: str = "init") -> Array:
     xp = model.xp
     if not is_array(init):
-        init = backends.asarray(init, backend=backends.get_backend(xp), dtype=model.dtype, device=model.device)
+        if init is None or isinstance(init, (str, bytes, dict)):
+            msg = f"`{name}` must be an array of shape ({model.dim},) or (1, {model.dim}); got {describe(init)}"
+            raise TypeError(msg)
+        try:
+            init = backends.asarray(init, backend=backends.get_backend(xp), dtype=model.dtype, device=model.device)
+        except (TypeError, ValueError) as exc:
+            msg = f"`{name}` must be an array of numbers of shape ({model.dim},) or (1, {model.dim}); got {describe(init)} ({exc})"
+            raise TypeError(msg) from None
     check_compatible(model, init, name)
     if tuple(init.shape) not in ((model.dim,), (1, model.dim)):
         msg = f"`{name}` must have shape ({model.dim},) or (1, {model.dim}); got {tuple(init.shape)}"
         raise ValueError(msg)
+    if not xp.isdtype(init.dtype, ("real floating", "integral")):
+        msg = f"`{name}` must hold real numbers; got dtype {init.dtype}"
+        raise TypeError(msg)
     theta = xp.reshape(init, (1, model.dim))
-    return xp.astype(theta, model.dtype) if theta.dtype != model.dtype else theta
+    theta = xp.astype(theta, model.dtype) if theta.dtype != model.dtype else theta
+    if not bool(xp.all(xp.isfinite(theta))):
+        msg = f"`{name}` must be finite; got {describe(init)}"
+        raise ValueError(msg)
+    return theta
+
+
+def _tol(value: Any, name: str) -> float:
+    """A positive tolerance (``inf`` allowed: never warn)."""
+    if isinstance(value, float) and value == math.inf:
+        return value
+    return check_positive(value, name)
 
 
 def curvature_bound(model: Any) -> float:
@@ -73,9 +94,10 @@ def curvature_bound(model: Any) -> float:
     TypeError
         When the model offers neither.
     """
+    check_model(model)
     if provides(model, "lipschitz_constant"):
         return float(model.lipschitz_constant())
-    require(model, ("lipschitz",), "a curvature bound")
+    check_model(model, methods=("lipschitz",), purpose="a curvature bound")
     total = float(model.xp.sum(model.lipschitz()))
     if provides(model, "prior_lipschitz"):
         total += float(model.prior_lipschitz())
@@ -156,16 +178,17 @@ def find_mode(
         msg = f"`polish` must be None, True, False, 'newton' or 'lbfgs'; got {polish!r}"
         raise ValueError(msg)
     n_steps = check_int(n_steps, "n_steps")
-    xp = model.xp
+    gap_tol = _tol(gap_tol, "gap_tol")
+    xp = check_model(model).xp
     theta = _start(model, init)
     rng = backends.default_rng(rng, backend=backends.get_backend(xp), device=model.device)
-    n_data = int(model.n_data)
+    n_data = int(getattr(model, "n_data", 0) or 0)
     if n_data > 0:
-        require(model, ("grad_log_prior", "grad_log_lik_sum"), "find_mode")
+        check_model(model, methods=("grad_log_prior", "grad_log_lik_sum"), purpose="find_mode")
         n = check_batch_size(batch_size, n_data) if batch_size is not None else min(n_data, max(100, n_data // 100))
         scale = n_data / n
     else:
-        require(model, ("grad_log_posterior",), "find_mode on a data-free target")
+        check_model(model, methods=("grad_log_posterior",), purpose="find_mode on a data-free target")
     lr0 = check_positive(
         step_size if step_size is not None else (0.05 if method == "adam" else 1.0 / curvature_bound(model)),
         "step_size",
@@ -256,7 +279,7 @@ def mode_gap(model: Any, theta: Any, grad: Any = None, *, details: bool = False)
     >>> mode_gap(model, mode) < 1e-6, mode_gap(model, mode + 1.0) > 10
     (True, True)
     """
-    xp = model.xp
+    xp = check_model(model).xp
     t = _start(model, theta, "theta")[0, ...]
 
     def out(gap: float, kind: str, norm: float) -> Any:
@@ -297,6 +320,7 @@ def _gap_uses_hessian(model: Any) -> bool:
 
 def mode_gap_cost(model: Any) -> float:
     """Passes through the data that :func:`mode_gap` makes (for set-up costs)."""
+    check_model(model)
     if not provides(model, "grad_log_posterior"):
         return 0.0
     if _gap_uses_hessian(model):
@@ -306,6 +330,7 @@ def mode_gap_cost(model: Any) -> float:
 
 def warn_if_not_mode(model: Any, theta: Any, gap_tol: float = 1.0, how: str = "", grad: Any = None) -> float:
     """Issue a :class:`ModeNotFoundWarning` when :func:`mode_gap` exceeds ``gap_tol``; return the gap."""
+    gap_tol = _tol(gap_tol, "gap_tol")
     gap = mode_gap(model, theta, grad)
     if gap > gap_tol:
         msg = (
@@ -326,7 +351,8 @@ def negative_hessian(model: Any, theta: Any, *, chunk_elements: int = 4_000_000)
     ``chunk_elements`` numbers) plus the prior's by central differences of its gradient; models
     without Hessians get central differences of the full gradient.
     """
-    xp = model.xp
+    xp = check_model(model).xp
+    chunk_elements = check_int(chunk_elements, "chunk_elements")
     d = model.dim
     t = _start(model, theta, "theta")
     eye = xp.eye(d, dtype=model.dtype, device=model.device)
@@ -347,7 +373,7 @@ def negative_hessian(model: Any, theta: Any, *, chunk_elements: int = 4_000_000)
         gp = model.grad_log_prior(xp.concat([t + eps * eye, t - eps * eye], axis=0))
         H = H + (gp[:d, :] - gp[d:, :]).T / (2 * eps)
     else:
-        require(model, ("grad_log_posterior",), "negative_hessian")
+        check_model(model, methods=("grad_log_posterior",), purpose="negative_hessian")
         eps = 1e-5
         g = model.grad_log_posterior(xp.concat([t + eps * eye, t - eps * eye], axis=0))
         H = (g[:d, :] - g[d:, :]).T / (2 * eps)
@@ -372,13 +398,15 @@ def newton(model: Any, theta: Any, *, max_steps: int = 25, tol: float = 1e-10,
     steps : int
         Newton steps taken.
     """
-    require(model, ("log_posterior", "grad_log_posterior"), "newton")
+    check_model(model, methods=("log_posterior", "grad_log_posterior"), purpose="newton")
+    tol = check_nonnegative(tol, "tol")
+    max_steps = check_int(max_steps, "max_steps")
     count = 1  # the log density at the start
     xp = model.xp
     theta = _start(model, theta, "theta")[0, ...]
     logp = float(model.log_posterior(theta))
     steps = 0
-    for _ in range(check_int(max_steps, "max_steps")):
+    for _ in range(max_steps):
         P = negative_hessian(model, theta)
         g = model.grad_log_posterior(theta)
         count += 2
@@ -426,7 +454,7 @@ def lbfgs(model: Any, theta: Any, *, max_steps: int = 500, memory: int = 10, gto
     grad_norm : float
         The Euclidean norm of the full gradient of log pi at the returned point.
     """
-    require(model, ("log_posterior", "grad_log_posterior"), "lbfgs")
+    check_model(model, methods=("log_posterior", "grad_log_posterior"), purpose="lbfgs")
     max_steps = check_int(max_steps, "max_steps")
     memory = check_int(memory, "memory")
     gtol = check_positive(gtol, "gtol")
@@ -512,7 +540,7 @@ def laplace(model: Any, rng: Any, *, init: Any = None, batch_size: Any = None, n
     >>> bool(np.allclose(fit.mode, model.posterior()[0]))
     True
     """
-    xp = model.xp
+    xp = check_model(model).xp
     start = xp.zeros((model.dim,), dtype=model.dtype, device=model.device) if init is None else init
     theta = find_mode(model, rng, start, n_steps=n_steps, batch_size=batch_size, polish=False, check=False,
                       progress=progress)

@@ -28,6 +28,7 @@ from . import backends
 from ._array_api import Array, array_namespace
 from ._atomic import atomic_write
 from ._param_names import check_param_names
+from ._trace_checks import check_trace_fields
 from ._safefile import array_digest, check_key
 
 __all__ = ["Trace"]
@@ -76,6 +77,7 @@ class Trace:
     param_names: Any = None
 
     def __post_init__(self) -> None:
+        self.iterations = check_trace_fields(self.draws, self.grads, self.iterations, self.stats, self.info)
         self.param_names = check_param_names(self.param_names, int(self.draws.shape[-1]))
 
     # -- shape helpers ---------------------------------------------------------------------------

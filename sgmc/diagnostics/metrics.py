@@ -169,7 +169,8 @@ def log_loss(prob: Array, y: Array, *, eps: float | None = None) -> Array:
     0.1643
     """
     xp = array_namespace(prob, y, names=("prob", "y"))
-    dtype = float_dtype(xp, prob)
+    dtype = float_dtype(xp, prob, names=("prob",))
+    float_dtype(xp, y, names=("y",))  # an array of real numbers, or an error naming `y`
     p = _float(xp, prob, dtype, "prob")
     t = _float(xp, y, dtype, "y")
     if p.ndim < 1 or t.ndim != 1 or p.shape[-1] != t.shape[0]:
@@ -183,9 +184,9 @@ def log_loss(prob: Array, y: Array, *, eps: float | None = None) -> Array:
         raise ValueError(msg)
     if eps is None:
         eps = float(xp.finfo(dtype).eps)
-    elif not (0.0 < float(eps) < 0.5):
-        msg = f"`eps` must be in (0, 0.5); got {eps!r}"
-        raise ValueError(msg)
+    elif isinstance(eps, (bool, str, bytes)) or not isinstance(eps, (int, float)) or not (0.0 < float(eps) < 0.5):
+        msg = f"`eps` must be a number in (0, 0.5); got {eps!r}"
+        raise (ValueError if isinstance(eps, (int, float)) and not isinstance(eps, bool) else TypeError)(msg)
     p = xp.clip(p, float(eps), 1.0 - float(eps))
     ll = t * xp.log(p) + (1.0 - t) * xp.log1p(-p)
     return xp.asarray(-xp.mean(ll, axis=-1))
@@ -216,7 +217,7 @@ def predictive_log_lik(log_lik: Array) -> Array:
     -0.804719
     """
     xp = array_namespace(log_lik, names=("log_lik",))
-    ll = as_float_array(xp, log_lik, float_dtype(xp, log_lik), "log_lik")
+    ll = as_float_array(xp, log_lik, float_dtype(xp, log_lik, names=("log_lik",)), "log_lik")
     if ll.ndim == 3:
         ll = xp.reshape(ll, (-1, ll.shape[-1]))
     if ll.ndim != 2 or ll.shape[0] < 1 or ll.shape[1] < 1:

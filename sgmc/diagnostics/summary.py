@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from .. import backends
 from .._array_api import Array
+from .._param_names import check_param_names
 from .ess import _as_draws, _check_prob, ess, hdi, mcse, rhat
 
 __all__ = ["Summary", "summary"]
@@ -99,12 +100,7 @@ def summary(draws: Array, *, prob: float = 0.89, names: Sequence[str] | None = N
     prob = _check_prob(prob)
     xp, x, _ = _as_draws(draws, "draws", min_draws=4)
     dim = x.shape[2]
-    if names is None:
-        names = [f"theta[{j}]" for j in range(dim)]
-    names = [str(n) for n in names]
-    if len(names) != dim:
-        msg = f"`names` must have {dim} entries, one per variable; got {len(names)}"
-        raise ValueError(msg)
+    names = list(check_param_names(names, dim, what="names"))
     flat = xp.reshape(x, (-1, dim))
     interval = hdi(x, prob)
     pct = int(prob * 100)

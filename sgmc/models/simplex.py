@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of
+from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of, is_array
 from .._param_names import check_param_names
+from .._validation import describe
 from .base import Model, as_data_array, take_rows
 
 __all__ = ["DirichletCategorical"]
@@ -68,11 +69,20 @@ class DirichletCategorical(Model):
         super().__init__(z.shape[0], z.shape[1], xp, dtype, device=device_of(z))
         self.param_names = check_param_names(param_names, self.dim, prefix="omega")
         self.z = z
-        if isinstance(alpha, (int, float)):
+        expected = f"a positive number or a positive array of shape ({self.dim},)"
+        if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
             alpha = xp.full((self.dim,), float(alpha), dtype=dtype, device=self.device)
+        elif not is_array(alpha):
+            try:
+                if isinstance(alpha, (str, bytes, bool)) or alpha is None:
+                    raise TypeError
+                alpha = xp.asarray(alpha, dtype=dtype, device=self.device)
+            except (TypeError, ValueError):
+                msg = f"`alpha` must be {expected}; got {describe(alpha)}"
+                raise TypeError(msg) from None
         alpha = as_float_array(xp, alpha, dtype, "alpha")
-        if tuple(alpha.shape) != (self.dim,) or not bool(xp.all(alpha > 0)):
-            msg = f"`alpha` must be a positive number or a positive array of shape ({self.dim},)"
+        if tuple(alpha.shape) != (self.dim,) or not bool(xp.all((alpha > 0) & xp.isfinite(alpha))):
+            msg = f"`alpha` must be {expected}, finite; got {describe(alpha)}"
             raise ValueError(msg)
         self.alpha = alpha
         self._sizes = xp.sum(z, axis=1)

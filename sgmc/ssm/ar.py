@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from .._array_api import Array, check_finite, is_array
 from .._validation import check_alloc, check_int, check_positive
 from .base import StateSpaceModel
+from .lgssm import simulation_theta
 from .subsequence import Windows
 
 __all__ = ["AR", "ARParams"]
@@ -170,7 +171,7 @@ class AR(StateSpaceModel):
         burn_in = check_int(burn_in, "burn_in", minimum=0)
         for name, value in (("T", T), ("burn_in", burn_in)):  # host floats: noise, history and output per step
             check_alloc(value * 96, name, value, f"{name} steps of the simulation")
-        theta, _ = self._theta(theta)
+        theta = simulation_theta(self, theta)
         vals = backends.to_numpy(theta[0]).tolist()
         c, a, s = vals[0], vals[1:-1], float(backends.to_numpy(self.xp.exp(theta[0, -1])))
         n = T + burn_in

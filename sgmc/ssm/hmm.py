@@ -35,12 +35,12 @@ from .._array_api import Array, check_finite, device_of, is_array
 from .._blocks import is_out_of_core
 from .._dispatch import native
 from .._sampling import categorical
-from .._validation import check_alloc, check_choice, check_int, check_positive
-from .base import StateSpaceModel
+from .._validation import check_alloc, check_choice, check_int, check_positive, describe
+from .base import StateSpaceModel, as_series
 from .fisher import SSMFisherMetric
 from .hmm_scan import messages_scan
 from .hmm_params import first_state_smoother, fixed_precision_factor, make_prior, prior_grads, prior_terms
-from .lgssm import _BYTES_PER_PARAM, _selector
+from .lgssm import _BYTES_PER_PARAM, _selector, simulation_theta
 from .subsequence import Windows
 
 __all__ = ["GaussianHMM", "HMMParams", "forward_backward"]
@@ -277,12 +277,20 @@ class GaussianHMM(StateSpaceModel):
         initial: str = "z0",
         initial_probs: Any = None,
     ):
-        y_arr = y if is_array(y) or is_out_of_core(y) else backends.asarray(y, backend="numpy")
-        m = 1 if y_arr.ndim == 1 else int(y_arr.shape[-1])
+        if not (is_array(y) or is_out_of_core(y)):
+            try:
+                if y is None or isinstance(y, (str, bytes, dict)):
+                    raise TypeError
+                y = backends.asarray(y, backend="numpy")
+            except (TypeError, ValueError):
+                msg = f"`y` must be an array of observations of shape (T,) or (T, obs_dim); got {describe(y)}"
+                raise TypeError(msg) from None
+        y_arr = as_series(y, "y")[1]  # (T, m), finite, real: checked before its shape is read
+        m = int(y_arr.shape[-1])
         K = check_int(n_states, "n_states", minimum=2)
         fixed = emission_cov is not None
         dim = K * K + K * m + (0 if fixed else K * (m * (m + 1) // 2))
-        T_len = int(y_arr.shape[0]) if y_arr.ndim else 1
+        T_len = int(y_arr.shape[0])
         check_alloc(dim * _BYTES_PER_PARAM + 8 * T_len * K * (2 + K), "n_states", n_states,
                     "the parameter table and the (T, K) messages with their (T, K, K) pair terms")
         tri = [i * m + j for i in range(m) for j in range(i + 1)]
@@ -297,7 +305,13 @@ class GaussianHMM(StateSpaceModel):
         if initial_probs is None:
             self._init = xp.ones((K,), dtype=dt, device=dev) / K
         else:
-            p = xp.asarray(initial_probs, dtype=dt, device=dev)
+            try:
+                if isinstance(initial_probs, (str, bytes, dict)):
+                    raise TypeError
+                p = xp.asarray(initial_probs, dtype=dt, device=dev)
+            except (TypeError, ValueError):
+                msg = f"`initial_probs` must be a probability vector of shape ({K},); got {describe(initial_probs)}"
+                raise TypeError(msg) from None
             if tuple(p.shape) != (K,) or not bool(xp.all(p >= 0)) or abs(float(xp.sum(p)) - 1.0) > 1e-8:
                 msg = f"`initial_probs` must be a probability vector of shape ({K},); got {initial_probs!r}"
                 raise ValueError(msg)
@@ -471,7 +485,7 @@ class GaussianHMM(StateSpaceModel):
         xp = self.xp
         T = check_int(T, "T")
         check_alloc(T * (160 + 8 * self.m * (self.m + 3)), "T", T, "T steps of states and observations")
-        theta = theta if is_array(theta) else xp.asarray(theta, dtype=self.dtype, device=self.device)
+        theta = simulation_theta(self, theta)[0]
         Pi, mu, Sigma = self.constrain(theta[None, :])
         cdf = xp.cumulative_sum(Pi[0], axis=-1)  # (K, K)
         u = rng.uniform((T + 1,), dtype=self.dtype)

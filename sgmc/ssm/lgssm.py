@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from .. import backends
 from .._array_api import Array, array_namespace, check_finite, is_array
-from .._validation import check_alloc, check_int, check_positive
+from .._validation import check_alloc, check_int, check_positive, describe
 from .base import StateSpaceModel, as_series
 from .fisher import SSMFisherMetric
 from .kalman import kalman_loglik, kalman_stats, precision_grads, stationary_covariance
@@ -50,6 +50,25 @@ class LGSSMParams(NamedTuple):
     Q: Array  # (..., n, n)
     C: Array  # (..., m, n)
     R: Array  # (..., m, m)
+
+
+def simulation_theta(model: Any, theta: Any) -> Array:
+    """The one ``theta`` a simulator runs at, as a finite ``(1, dim)`` array; errors name ``theta``."""
+    xp = model.xp
+    if not is_array(theta):
+        try:
+            if theta is None or isinstance(theta, (str, bytes, dict)):
+                raise TypeError
+            theta = xp.asarray(theta, dtype=model.dtype, device=model.device)
+        except (TypeError, ValueError):
+            msg = f"`theta` must be an array of shape ({model.dim},); got {describe(theta)}"
+            raise TypeError(msg) from None
+    if tuple(theta.shape) not in ((model.dim,), (1, model.dim)):
+        msg = f"`theta` must have shape ({model.dim},); got {tuple(theta.shape)}"
+        raise ValueError(msg)
+    theta = xp.reshape(theta, (1, model.dim))
+    check_finite(xp, theta, "theta")
+    return theta
 
 
 def _selector(xp, size: int, positions: list, dtype, device) -> Array:
@@ -357,7 +376,7 @@ class LGSSM(StateSpaceModel):
         """Draw ``(x, y)`` of shapes ``(T, n)``, ``(T, m)`` at ``theta`` (dim,), from ``x_0 ~ N(m0, P0)``."""
         T = check_int(T, "T")
         check_alloc(T * (160 + 8 * 4 * (self.n + self.m)), "T", T, "T steps of states and observations")
-        theta = theta if is_array(theta) else self.xp.asarray(theta, dtype=self.dtype, device=self.device)
+        theta = simulation_theta(self, theta)[0]
         A, Q, C, R, _, _ = self._matrices(theta[None, :])
         return _simulate(rng, T, A[0], Q[0], C[0], R[0], self.m0, self.P0)
 
