@@ -216,12 +216,17 @@ def run_chains(
     next_keep = kept[j] if j < n_keep else n_iter
     last_ok = k0  # iterations known to end at finite positions
 
+    def done(k):  # the records of the first k iterations; a window left open at k is recorded as it stands
+        if k == 0 or k % check_every == 0 or k == n_iter:
+            return infos[:k]
+        return infos[:k - 1] + [watch.peek(infos[k - 1])]
+
     def progress_at(k, state):
-        return ChainsProgress(k, j, state, rng, draws, grads, infos[:k], wall[:k])
+        return ChainsProgress(k, j, state, rng, draws, grads, done(k), wall[:k])
 
     def partial(k, state, n_kept):
         return _result(draws[:, :n_kept, :], None if grads is None else grads[:, :n_kept, :],
-                       infos[:k], wall[:k], chains, state, k)
+                       done(k), wall[:k], chains, state, k)
 
     with quiet_float():
         state = sampler.init(rng, position, estimator) if resume is None else resume.state
@@ -229,6 +234,8 @@ def run_chains(
         note = getattr(sampler, "step_note", "")  # optional: samplers whose step is on their own scale
         fused = fused_plan(sampler, estimator, state.position)
         watch = Watch(xp, sampler, kept[0] if n_keep else n_iter, state.position, resume)
+        if k0 % check_every and k0 < n_iter:  # resumed inside a window: continue it
+            infos[k0 - 1] = watch.reopen(infos[k0 - 1])
         k = k0
         # Blocks of iterations in one native call (sgmc.samplers._fused): the same draws, generator and
         # records as the loop below; a block ends at every divergence check and checkpoint, `stop` and
@@ -261,8 +268,7 @@ def run_chains(
             if callback is not None:
                 callback(k, state)
             halt = stop is not None and stop()
-            if (end % check_every == 0 or end == n_iter or halt
-                    or (checkpoint is not None and checkpoint_every and end % checkpoint_every == 0)):
+            if end % check_every == 0 or end == n_iter:
                 infos[end - 1] = watch.flush(infos[end - 1])
             if end % check_every == 0 or end == n_iter or halt:
                 try:
@@ -307,11 +313,7 @@ def run_chains(
                 callback(k, state)
             wall[k] = time.perf_counter() - t0
             halt = stop is not None and stop()
-            if ((k + 1) % check_every == 0 or k + 1 == n_iter or halt
-                    or (checkpoint is not None and checkpoint_every and (k + 1) % checkpoint_every == 0)):
-                infos[k] = watch.flush(infos[k])
-            else:
-                infos[k] = watch.plain(infos[k])
+            infos[k] = watch.flush(infos[k]) if (k + 1) % check_every == 0 or k + 1 == n_iter else watch.plain(infos[k])
             if (k + 1) % check_every == 0 or k + 1 == n_iter or halt:
                 try:
                     check_diverged(xp, state.position, k, step_sizes[k], sampler.name, note, watch)

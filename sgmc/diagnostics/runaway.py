@@ -191,13 +191,14 @@ class Watch:
 
     Every iteration, burn-in included, :meth:`one` (or :meth:`block`, for a compiled block of
     iterations) takes the elementwise running maximum of ``|theta|`` and, after the first kept
-    iteration ``start``, the sums of ``theta_k * g_k`` and ``g_k``: a few elementwise operations on
-    the arrays' device, no reduction and no transfer. At the end of a window (each divergence check,
-    checkpoint or stop: :meth:`flush`) they become the StepInfo extras of that iteration, per chain:
-    ``abs_max`` (the window's largest ``|theta_i|``), ``stein`` (the window's sum of
-    ``(theta_k - c) . g_k``, ``c`` the draw kept at ``start``) and ``stein_n`` (its iterations); the
-    other iterations record 0 (:meth:`plain`). The runner keeps them as per-iteration statistics, so
-    they travel with the trace, its checkpoints and its groups of chains like the others.
+    iteration ``start``, adds ``u_k = (theta_k - c) . g_k`` (``c`` the draw kept at ``start``) to a
+    running sum per chain, in iteration order, on the arrays' device. At the end of each window
+    (every ``check_every`` iterations and the last: :meth:`flush`) they become the StepInfo extras of
+    that iteration, per chain: ``abs_max`` (the window's largest ``|theta_i|``), ``stein`` (the sum of
+    ``u_k``) and ``stein_n`` (its iterations); other iterations record 0 (:meth:`plain`). A checkpoint
+    or a stop inside a window records the partial window (:meth:`peek`), and a loop resumed there
+    reopens it (:meth:`reopen`), so the statistics of a resumed run equal an uninterrupted run's, bit
+    for bit, like its draws.
 
     Parameters
     ----------
@@ -208,7 +209,7 @@ class Watch:
     position : array (chains, dim)
         The starting position (it starts the running maximum).
     resume : ChainsProgress, optional
-        A loop continued from a checkpoint (where a window ended): ``c`` comes from its kept draws.
+        A loop continued from a checkpoint: ``c`` comes from its kept draws.
     """
 
     def __init__(self, xp: Any, sampler: Any, start: int, position: Array, resume: Any = None):
@@ -218,11 +219,9 @@ class Watch:
         self.centre = None
         if resume is not None and resume.j and self.stein:
             self.centre = xp.asarray(resume.draws[:, 0, :], copy=True)
-        self._reset()
+        self._dot = getattr(xp, "vecdot", None) or (lambda a, b: xp.sum(a * b, axis=-1))
+        self.m, self.s, self.n = None, None, 0
         self._zero = {"abs_max": 0.0, "stein": 0, "stein_n": 0} if self.stein else {"abs_max": 0.0}
-
-    def _reset(self) -> None:
-        self.m, self.a, self.g, self.n = None, None, None, 0
 
     def one(self, k: int, position: Array, grad: Array) -> None:
         """Fold in iteration ``k``'s position (and gradient estimate)."""
@@ -234,8 +233,8 @@ class Watch:
         if k == self.start:
             self.centre = xp.asarray(position, copy=True)
             return
-        prod = position * grad
-        self.a, self.g = (prod, grad) if self.n == 0 else (self.a + prod, self.g + grad)
+        u = self._dot(position - self.centre, grad)
+        self.s = u if self.n == 0 else self.s + u
         self.n += 1
 
     def block(self, k: int, positions: Array, grads: Array | None) -> None:
@@ -252,36 +251,51 @@ class Watch:
             first += 1
         if first >= n:
             return
-        prod = xp.sum(positions[first:, ...] * grads[first:, ...], axis=0)
-        g = xp.sum(grads[first:, ...], axis=0)
-        self.a, self.g = (prod, g) if self.n == 0 else (self.a + prod, self.g + g)
-        self.n += n - first
+        u = self._dot(positions[first:, ...] - self.centre[None, ...], grads[first:, ...])  # (rows, chains)
+        for t in range(n - first):  # in iteration order, as the one-step loop adds them
+            self.s = u[t, ...] if self.n == 0 else self.s + u[t, ...]
+            self.n += 1
 
     def plain(self, info: Any) -> Any:
         """``info`` with the zeros of an iteration inside a window."""
         return info._replace(extras={**info.extras, **self._zero} if info.extras else self._zero)
 
-    def flush(self, info: Any) -> Any:
-        """``info`` with the window's ``abs_max`` (and ``stein``, ``stein_n``); the window starts again."""
+    def peek(self, info: Any) -> Any:
+        """``info`` with the window so far, the window left open (a checkpoint or a stop inside it)."""
         xp = self.xp
         extras = dict(info.extras) if info.extras else {}
-        if self.m is not None:
-            extras["abs_max"] = xp.max(self.m, axis=-1)
-            self.top = xp.maximum(self.top, extras["abs_max"])
-        else:
-            extras["abs_max"] = 0.0
+        extras["abs_max"] = xp.max(self.m, axis=-1) if self.m is not None else 0.0
         if self.stein:
-            if self.n:
-                extras["stein"] = xp.sum(self.a, axis=-1) - xp.sum(self.centre * self.g, axis=-1)
-            else:
-                extras["stein"] = 0
+            extras["stein"] = self.s if self.n else 0
             extras["stein_n"] = self.n
-        self._reset()
         return info._replace(extras=extras)
 
+    def flush(self, info: Any) -> Any:
+        """``info`` with the window's ``abs_max`` (and ``stein``, ``stein_n``); the window starts again."""
+        out = self.peek(info)
+        if self.m is not None:
+            self.top = self.xp.maximum(self.top, out.extras["abs_max"])
+        self.m, self.s, self.n = None, None, 0
+        return out
+
+    def reopen(self, info: Any) -> Any:
+        """Continue the window that :meth:`peek` recorded in ``info``; return ``info`` as :meth:`plain`."""
+        xp = self.xp
+        extras = info.extras or {}
+        a = extras.get("abs_max", 0.0)
+        if not isinstance(a, (int, float)):
+            self.m = xp.asarray(a)[:, None]
+        n = int(extras.get("stein_n", 0)) if self.stein else 0
+        if n:
+            self.s, self.n = xp.asarray(extras["stein"]), n
+        rest = {k: v for k, v in extras.items() if k not in self._zero}
+        return self.plain(info._replace(extras=rest or None))
+
     def finite(self) -> Array:
-        """A 0-d boolean array: every position up to the last :meth:`flush` finite (NaN propagates)."""
-        return self.xp.all(self.xp.isfinite(self.top))
+        """A 0-d boolean array: every position folded in so far is finite (NaN propagates through the maxima)."""
+        xp = self.xp
+        ok = xp.all(xp.isfinite(self.top))
+        return ok if self.m is None else ok & xp.all(xp.isfinite(self.m))
 
 
 def stein_spread(stein: Any, counts: Any, dim: int, blocks: int = BLOCKS) -> list:
