@@ -39,6 +39,13 @@ _CACHE: dict = {}
 # ``init`` recomputes bit for bit, and a set-up cost the run counted when it started. Compared objects
 # skip them (the registry's only exception to "the constructor rebuilds the object exactly").
 _SET_AFTER = {"sgmc.estimators.control_variates:ControlVariate": ("_terms", "init_cost")}
+# Options that a class keeps in another form than it was given: how to read them back from what it holds.
+# (The rebuilt object is still compared with the original, so a reading that is not exact stores nothing.)
+_HELD_AS = {
+    "sgmc.models.bnn:BayesianNeuralNetwork": {"y": lambda m: m.labels},
+    "sgmc.models.bpmf:BPMF": {"ratings": lambda m: m.ratings + m.offset if m.offset else m.ratings,
+                             "centre": lambda m: m.offset},
+}
 
 
 class NotRebuildable(TypeError):
@@ -93,9 +100,9 @@ def name_of(cls: type) -> str | None:
 
 
 def _parameters(cls: type) -> tuple[list, dict]:
-    """The constructor's keyword names (through forwarded ``**options``) and their defaults."""
+    """The constructor's keyword names (through forwarded ``**options``) and their parameters."""
     names, _ = _named_parameters(cls)
-    defaults: dict = {}
+    params: dict = {}
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is None or klass is object:
@@ -104,9 +111,24 @@ def _parameters(cls: type) -> tuple[list, dict]:
             if p.kind is p.VAR_POSITIONAL:
                 msg = f"the constructor of {cls.__qualname__} takes *{p.name}, which cannot be read back"
                 raise NotRebuildable(msg)
-            if p.kind is not p.VAR_KEYWORD and p.name not in defaults:
-                defaults[p.name] = p.default
-    return names, defaults
+            if p.kind is not p.VAR_KEYWORD and p.name not in params:
+                params[p.name] = p
+    return names, params
+
+
+_PLAIN_TYPES = {"bool": (bool,), "int": (int,), "float": (int, float), "str": (str,), "None": (type(None),)}
+
+
+def _declared_types(p: inspect.Parameter) -> tuple | None:
+    """The plain types a parameter's annotation allows (``"int | None"``), or None when it allows others."""
+    ann = p.annotation
+    text = ann if isinstance(ann, str) else getattr(ann, "__name__", None) if isinstance(ann, type) else None
+    if not text:
+        return None
+    parts = [t.strip() for t in text.split("|")]
+    if not all(t in _PLAIN_TYPES for t in parts):
+        return None
+    return tuple(k for t in parts for k in _PLAIN_TYPES[t])
 
 
 def options(obj: Any) -> tuple[str, dict]:
@@ -120,15 +142,23 @@ def options(obj: Any) -> tuple[str, dict]:
     if not isinstance(held, dict):
         msg = f"{cls.__qualname__} keeps no attributes to read its options from"
         raise NotRebuildable(msg)
-    names, defaults = _parameters(cls)
+    names, params = _parameters(cls)
     opts = {}
+    readers = _HELD_AS.get(name, {})
     for p in names:
+        if p in readers:
+            try:
+                opts[p] = readers[p](obj)
+            except (AttributeError, TypeError, ValueError) as err:
+                msg = f"{cls.__qualname__} does not keep its option `{p}` in a form it can be read from"
+                raise NotRebuildable(msg) from err
+            continue
         for attr in (p, "_" + p):
             if attr in held:
                 opts[p] = held[attr]
                 break
         else:
-            if defaults.get(p, inspect.Parameter.empty) is inspect.Parameter.empty:
+            if p not in params or params[p].default is inspect.Parameter.empty:
                 msg = f"{cls.__qualname__} does not keep its option `{p}`, so it cannot be rebuilt"
                 raise NotRebuildable(msg)
     try:
@@ -159,19 +189,18 @@ def build(name: Any, opts: Any) -> Any:
     if not isinstance(opts, dict) or not all(isinstance(k, str) for k in opts):
         msg = f"the options of {name} are not a mapping of names"
         raise ValueError(msg)
-    names, defaults = _parameters(cls)
+    names, params = _parameters(cls)
     unknown = sorted(set(opts) - set(names))
-    missing = [p for p in names if p not in opts and defaults.get(p, inspect.Parameter.empty) is inspect.Parameter.empty]
+    missing = [p for p in names if p not in opts and (p not in params or params[p].default is inspect.Parameter.empty)]
     if unknown or missing:
         what = f"unknown option {unknown[0]!r}" if unknown else f"no option {missing[0]!r}"
         msg = f"{name} has {what}"
         raise ValueError(msg)
     for p, value in opts.items():
-        default = defaults.get(p, inspect.Parameter.empty)
-        for kind, ok in ((bool, (bool,)), (int, (int,)), (float, (int, float))):
-            if type(default) is kind and value is not None and not (type(value) in ok or _scalar_of(value, ok)):
-                msg = f"option {p!r} of {name} must be {kind.__name__}; got {type(value).__name__}"
-                raise ValueError(msg)
+        kinds = _declared_types(params[p]) if p in params else None
+        if kinds is not None and not (type(value) in kinds or _scalar_of(value, kinds)):
+            msg = f"option {p!r} of {name} must be {params[p].annotation}; got {type(value).__name__}"
+            raise ValueError(msg)
     return _construct(cls, opts)
 
 
