@@ -115,7 +115,9 @@ def sample_conditioned(model: Any, sampler: Any = "sgld", estimator: Any = "mini
     The posterior is sampled in z with theta = L z (:func:`condition`), where ``step_size`` is on
     the unit scale: with ``how="laplace"`` the posterior of z is close to N(z_mode, I), so
     ``step_size`` between about 0.001 and 0.5 suits SGLD whatever the units of the data (smaller
-    with noisier gradients). The returned trace holds theta = L z, named by the model's
+    with noisier gradients). With ``how="standardise"`` the curvature in z is about N times the
+    information one datum carries per standardised column (N / noise_var for linear regression, up
+    to N / 4 for logistic), so the step is about 0.1 over that. The returned trace holds theta = L z, named by the model's
     ``param_names``; ``trace.info["conditioning"]`` records how L was found.
 
     Parameters

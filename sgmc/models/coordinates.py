@@ -64,7 +64,10 @@ def laplace_factor(precision: Array) -> Array:
         msg = f"`precision` must be a square matrix (dim, dim); got shape {tuple(precision.shape)}"
         raise ValueError(msg)
     sym = 0.5 * (precision + xp.matrix_transpose(precision))
-    R = xp.linalg.cholesky(sym)
+    try:
+        R = xp.linalg.cholesky(sym)
+    except (ValueError, RuntimeError):  # NumPy's and PyTorch's LinAlgError
+        R = xp.full_like(sym, float("nan"))
     if not bool(xp.all(xp.isfinite(R))):
         msg = "`precision` must be positive definite (its Cholesky factor is not finite)"
         raise ValueError(msg)
