@@ -276,7 +276,8 @@ def read(path: Any, supplied: dict, key: bytes | None = None) -> tuple[dict, dic
     except RecursionError as err:
         msg = f"cannot read the checkpoint {where!r}: it is not a valid sgmc checkpoint (its document is nested too deeply)"
         raise ValueError(msg) from err
-    except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, MemoryError) as err:
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, MemoryError, ImportError,
+            RuntimeError) as err:
         msg = f"cannot read the checkpoint {where!r}: it is not a valid sgmc checkpoint ({type(err).__name__}: {err})"
         raise ValueError(msg) from err
     if not isinstance(shared, dict):
@@ -300,11 +301,14 @@ def _check_model(where: str, model: Any, recorded: Any, given: bool) -> None:
               ("data_sha256", "data (SHA-256 of its data arrays) are"))
     for field, label in labels:
         if now.get(field) != recorded.get(field):
-            shown = (lambda v: v[:8] if isinstance(v, list) else v)
             who = "`model`" if given else "the model rebuilt from the file"
-            msg = (f"{who} does not match the checkpoint {where!r}: its {label} {shown(now.get(field))!r}, the "
-                   f"run's {'were' if label.endswith('are') else 'was'} {shown(recorded.get(field))!r}")
+            msg = (f"{who} does not match the checkpoint {where!r}: its {label} {_shown(now.get(field))!r}, the "
+                   f"run's {'were' if label.endswith('are') else 'was'} {_shown(recorded.get(field))!r}")
             raise ValueError(msg)
+def _shown(value: Any) -> Any:
+    return value[:8] if isinstance(value, list) else value
+
+
 def _check_supplied(where: str, roles: dict, checks: dict) -> None:
     for role, check in checks.items():
         obj = roles[role]

@@ -247,7 +247,8 @@ class Decoder:
 
     def _tag_meth(self, d):
         owner, name = self._dec(d.get("self")), d.get("name")
-        if name not in METHODS or _registry.name_of(type(owner)) is None and owner not in self.supplied.values():
+        if name not in METHODS or _registry.name_of(type(owner)) is None and not any(
+                owner is v for v in self.supplied.values()):
             _bad(d)
         return getattr(owner, name)
 

@@ -217,6 +217,10 @@ class Trace:
             arrays[f"stat__{k}"] = backends.to_numpy(v)
         meta = json.dumps(_jsonable(self.info))
         payload = {k: np.asarray(v) for k, v in arrays.items()}
+        for k, v in payload.items():
+            if v.dtype.hasobject or v.dtype.fields is not None:
+                msg = f"cannot save the trace: `{k}` holds Python objects (dtype {v.dtype}), which a file of data cannot hold"
+                raise TypeError(msg)
         payload["__meta__"] = np.asarray(meta)
         payload["__format__"] = np.asarray(json.dumps({"format": _FORMAT, "version": _VERSION}))
         sums = json.dumps({k: array_digest(v) for k, v in payload.items()})
