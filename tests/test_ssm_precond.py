@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.linalg import solve_discrete_lyapunov
 
 import sgmc
 from sgmc import backends
@@ -62,11 +63,16 @@ def test_scalar_lgssm_closed_form():
     model = LGSSM(np.zeros(T))
     theta = np.array([[phi, 1 / sig, 1 / tau]])
     G = SSMFisherMetric(model).value(theta)[0]
-    # E[x^2] -> 1 (thesis Eq. 3.73); psi = 1/sigma: I_psi = 1/psi^2 + sigma^2 = 2 sigma^2 per step
-    np.testing.assert_allclose(G, T * np.diag([1 / sig**2, 2 * sig**2, 2 * tau**2]), rtol=1e-12)
+    # E[x^2] = sigma^2 / (1 - phi^2) (thesis Eq. 3.73); psi = 1/sigma: I_psi = 1/psi^2 + sigma^2 = 2 sigma^2
+    np.testing.assert_allclose(G, T * np.diag([1 / (1 - phi**2), 2 * sig**2, 2 * tau**2]), rtol=1e-12)
     D, gam = model.fisher_metric().inverse_and_gamma(theta)
     np.testing.assert_allclose(D[0] @ G, np.eye(3), atol=1e-12)
-    np.testing.assert_allclose(gam[0], [0.0, 1 / sig / T, 1 / tau / T], rtol=1e-12)
+    # D_A = (1 - phi^2) / T, so Gamma_A = -2 phi / T
+    np.testing.assert_allclose(gam[0], [-2 * phi / T, 1 / sig / T, 1 / tau / T], rtol=1e-12)
+    # the thesis's replacement E[x^2] -> 1, kept as moments="identity"
+    G_id = SSMFisherMetric(model, moments="identity").value(theta)[0]
+    np.testing.assert_allclose(G_id, T * np.diag([1 / sig**2, 2 * sig**2, 2 * tau**2]), rtol=1e-12)
+    np.testing.assert_allclose(model.fisher_metric(moments="identity").gamma(theta)[0], [0.0, 1 / sig / T, 1 / tau / T], rtol=1e-12)
 
 
 @pytest.mark.parametrize("m", [1, 2, 3])
@@ -88,9 +94,11 @@ def test_lgssm_blocks_match_monte_carlo_fisher():
     Q, R = np.linalg.inv(psiQ @ psiQ.T), np.linalg.inv(psiR @ psiR.T)
     rng = np.random.default_rng(7)
     N = 200_000
-    x_prev = rng.normal(size=(N, 2))        # E[x x^T] = I, the thesis's replacement
-    x = rng.normal(size=(N, 2))
+    Sigma = solve_discrete_lyapunov(A, Q)   # the stationary law of x_t = A x_{t-1} + N(0, Q)
+    assert np.max(np.abs(np.linalg.eigvals(A))) < 0.95 and np.max(np.abs(Sigma - np.eye(2))) > 0.3
+    x_prev = rng.multivariate_normal(np.zeros(2), Sigma, size=N)
     rq = rng.multivariate_normal(np.zeros(2), Q, size=N)
+    x = x_prev @ A.T + rq                   # stationary too
     rr = rng.multivariate_normal(np.zeros(3), R, size=N)
     sA = np.einsum("ij,nj,nk->nik", psiQ @ psiQ.T, rq, x_prev).reshape(N, -1)
     sC = np.einsum("ij,nj,nk->nik", psiR @ psiR.T, rr, x).reshape(N, -1) @ model._E_C
@@ -196,6 +204,8 @@ def test_bad_options():
         SSMFisherMetric(model, nu_phi=-1.0)
     with pytest.raises(ValueError, match="occupancy"):
         SSMFisherMetric(model, occupancy="flat")
+    with pytest.raises(ValueError, match="moments.*'stationary' or 'identity'.*'unit'"):
+        SSMFisherMetric(model, moments="unit")
     with pytest.raises(TypeError, match="model"):
         SSMFisherMetric(object())
 
@@ -234,6 +244,18 @@ def _switching(kind, seed=0):
     return model, theta
 
 
+def _regressor_moments(Pi, F, Qn, iters=4000):
+    """E[s_{t-1} s_{t-1}^T | z_t = k] by iterating the second-moment recursion of the switching process."""
+    K, n = F.shape[0], F.shape[-1]
+    w, v = np.linalg.eig(Pi.T)
+    pi = np.real(v[:, np.argmin(np.abs(w - 1))])
+    pi = pi / pi.sum()
+    Xi = np.zeros((K, n, n))
+    for _ in range(iters):        # Xi_j = E[s s^T 1{z = j}] after one more step
+        Xi = np.stack([sum(Pi[i, j] * F[j] @ Xi[i] @ F[j].T for i in range(K)) + pi[j] * Qn[j] for j in range(K)])
+    return np.stack([sum(Pi[i, k] * Xi[i] for i in range(K)) / pi[k] for k in range(K)]), pi
+
+
 @pytest.mark.parametrize("kind", ["arhmm", "slds"])
 def test_switching_models_blocks_and_gamma(kind):
     model, theta = _switching(kind)
@@ -245,16 +267,34 @@ def test_switching_models_blocks_and_gamma(kind):
     np.testing.assert_allclose(D @ G, np.broadcast_to(np.eye(model.dim), G.shape), atol=1e-9)
     fd = _divergence_fd(metric, th)
     np.testing.assert_allclose(gam, fd, rtol=1e-5, atol=1e-7 * np.max(np.abs(fd)))
-    # the regression block of state 0 is T pi_0 Lambda_0 (x) I (thesis Eq. 3.53, E[ybar ybar^T] -> I)
+    # the regression block of state k is T pi_k Lambda_k (x) E[ybar ybar^T | z = k] (thesis Eq. 3.53)
     parts = model._split(th[:1])
     eta = parts[0][0]
     Pi = np.exp(eta) / np.exp(eta).sum(axis=1, keepdims=True)
-    pi0 = stationary_law(np, Pi)[0]
     psi = parts[2][0] if kind == "arhmm" else parts[3][0]
-    cols = model.m * model.p if kind == "arhmm" else model.n
-    lam0 = psi[0] @ psi[0].T
-    k2, rows = model.K ** 2, lam0.shape[0] * cols
-    np.testing.assert_allclose(G[0, k2 : k2 + rows, k2 : k2 + rows], model.T * pi0 * np.kron(lam0, np.eye(cols)), rtol=1e-10)
+    lam = psi @ np.swapaxes(psi, -1, -2)
+    K, r = model.K, lam.shape[-1]
+    if kind == "arhmm":
+        m, mp = model.m, model.m * model.p
+        F = np.concatenate([parts[1][0], np.broadcast_to(np.eye(mp - m, mp), (K, mp - m, mp))], axis=1)
+        Qn = np.zeros((K, mp, mp))
+        Qn[:, :m, :m] = np.linalg.inv(lam)
+    else:
+        F, Qn = parts[1][0], np.linalg.inv(lam)
+    M, pi = _regressor_moments(Pi, F, Qn)
+    cols = F.shape[-1]
+    o, size = K * K, r * cols
+    for k in range(K):
+        want = model.T * pi[k] * np.kron(lam[k], M[k])
+        np.testing.assert_allclose(G[0, o + k * size : o + (k + 1) * size, o + k * size : o + (k + 1) * size], want, rtol=1e-9)
+    G_id = model.fisher_metric(moments="identity").value(th[:1])[0]
+    np.testing.assert_allclose(G_id[o : o + size, o : o + size], model.T * pi[0] * np.kron(lam[0], np.eye(cols)), rtol=1e-10)
+    if kind == "slds":          # the emission block: E[x_t x_t^T] = sum_k pi_k M_k
+        E_C = np.asarray(model._E_C)
+        lamR = parts[4][0] @ parts[4][0].T
+        c0 = o + K * size
+        GC = model.T * E_C.T @ np.kron(lamR, np.einsum("k,kij->ij", pi, M)) @ E_C
+        np.testing.assert_allclose(G[0, c0 : c0 + GC.shape[0], c0 : c0 + GC.shape[0]], GC, rtol=1e-9)
 
 
 @pytest.mark.slow
