@@ -261,6 +261,10 @@ class Decoder:
         if type(opts) is not dict:
             _bad(d)
         built = {k: self._dec(v) for k, v in opts.items()}
+        for k, v in built.items():  # a size option may not ask for more than the file could describe
+            if type(v) is int and abs(v) > self.budget:
+                msg = f"option {k!r} of {str(d.get('c'))[:80]} is {v}, more than the file's size allows"
+                raise ValueError(msg)
         return self._keep(n, _registry.build(d.get("c"), built))
 
     def _tag_supplied(self, d):

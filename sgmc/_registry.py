@@ -13,7 +13,9 @@ samplers, estimators, models and state space models, plus the run's record types
   results), rebuilt from their fields by position.
 
 :func:`build` checks the options read from a file against the signature (names, and the type of
-options whose default is a bool, an int or a float) before calling the constructor.
+options annotated as plain ``bool``, ``int``, ``float`` or ``str``, or None) before calling the
+constructor. Two small tables name the exceptions: options a class keeps in another form
+(:data:`_HELD_AS`) and attributes a method sets after construction (:data:`_SET_AFTER`).
 """
 
 from __future__ import annotations

@@ -140,9 +140,10 @@ def test_a_sampler_given_an_attribute_naming_code_is_refused_and_nothing_is_call
         return doc
 
     _rewrite(data, "checkpoint data", edit)
-    # the checkpoint names the data file's digest: the forger rewrites it too, as anyone can
+    # the forged data file still carries the digest the checkpoint names (the forger copies it), so
+    # it is the document, not the file's identity, that is refused
     new_digest = _safefile.read_container(data, "checkpoint data", "x")[0]["sha256"]
-    assert new_digest == _checkpoint.read(run_files[0], {})[2].digest  # meta kept: digest is the meta's
+    assert new_digest == _checkpoint.read(run_files[0], {})[2].digest
     _refused(ckpt, "not a valid sgmc checkpoint")
     assert calls == []
 
@@ -534,3 +535,14 @@ def test_the_gigabyte_forgeries_are_refused_with_the_address_space_capped(tmp_pa
     assert len(lines) == 2 and all(line.startswith("refused:") for line in lines), out.stdout
     assert str(data) in lines[0] and str(bomb) in lines[1]
     assert resource.getrlimit(resource.RLIMIT_AS)  # the parent's limits are untouched
+
+
+def test_a_size_option_larger_than_the_file_could_describe_is_refused(tmp_path, run_files):
+    ckpt, data = _copy(run_files, tmp_path)
+
+    def edit(doc):
+        _sampler_entry(doc)["o"]["n_leapfrog"] = 10**15  # an int of the right type, absurdly large
+        return doc
+
+    _rewrite(data, "checkpoint data", edit)
+    _refused(ckpt, "more than the file's size allows")
