@@ -103,8 +103,12 @@ def check_batch_size(batch_size: Any, n_data: int, name: str = "batch_size") -> 
 
 
 def check_choice(value: Any, name: str, choices: tuple) -> Any:
-    """``value`` if it is one of ``choices``."""
-    if value not in choices:
+    """``value`` if it is one of ``choices`` (an array or other unhashable value is never one)."""
+    try:
+        known = not (getattr(value, "ndim", 0) or 0) and bool(value in choices)
+    except (TypeError, ValueError):
+        known = False
+    if not known:
         msg = f"`{name}` must be one of {', '.join(map(repr, choices))}; got {value!r}"
         raise ValueError(msg)
     return value

@@ -35,7 +35,8 @@ from hypothesis import strategies as st  # noqa: E402
 import sgmc  # noqa: E402
 from sgmc import optimize  # noqa: E402
 from sgmc.diagnostics import (  # noqa: E402
-    ess, gaussian_kl_from_samples, kl_gaussian, ksd, log_loss, mse, predictive_log_lik, rhat, stein_thin, summary,
+    convergence_path, cumulative_ksd, ess, gaussian_kl_from_samples, kl_gaussian, ksd, ksd_by_variable, log_loss, mse,
+    predictive_log_lik, pseudo_variance, rhat, stein_thin, summary, zv_mean,
 )
 from sgmc.models import DirichletCategorical, GaussianTarget, LogisticRegression  # noqa: E402
 from sgmc.ssm import GaussianHMM  # noqa: E402
@@ -295,6 +296,80 @@ def test_metrics(data, which):
     out = check(call, bad)
     if out is not None:
         assert np.all(np.isfinite(np.asarray(out)))
+
+
+@pytest.mark.parametrize("which", ["cumulative_ksd", "ksd_by_variable", "ksd kind"])
+@FUZZ
+@given(data=st.data())
+def test_ksd_variants(data, which):
+    spec = {"samples": SAMPLES}
+    if which == "cumulative_ksd":
+        spec["kind"] = (["sum", "joint"], ["bogus", None, np.zeros(3), 1])
+    if which == "ksd_by_variable":
+        spec["groups"] = ([None, [[0], [1]], {"a": [0, 1]}], ["ab", 3, [[0], [5]], [["x"]], [[0.5]], [[]]])
+    if which == "ksd kind":
+        spec["kind"] = (["sum", "joint", "per_coordinate"], ["bogus", None, np.zeros(3), 1])
+    args, bad = draw_args(data, spec)
+    x = args.pop("samples")
+    scores = x if "samples" in bad else -np.asarray(x)
+    fn = {"cumulative_ksd": cumulative_ksd, "ksd_by_variable": ksd_by_variable, "ksd kind": ksd}[which]
+    if which == "ksd_by_variable":
+        check(lambda: fn(x, scores, args["groups"]), bad)
+    else:
+        check(lambda: fn(x, scores, kind=args["kind"]), bad)
+
+
+@FUZZ
+@given(data=st.data())
+def test_zv_mean(data):
+    args, bad = draw_args(data, {
+        "draws": ([DRAWS], NOT_ARRAYS + [DRAWS * np.nan, DRAWS.astype(complex)]),
+        "order": ([1, 2], [0, 3, "2", None, 1.5, np.zeros(3), True]),
+    })
+    grads = -DRAWS
+    out = check(lambda: zv_mean(args["draws"], grads, order=args["order"]), bad)
+    if out is not None:
+        assert np.all(np.isfinite(out.mean))
+
+
+@FUZZ
+@given(data=st.data())
+def test_pseudo_variance(data):
+    args, bad = draw_args(data, {
+        "model": MODELS, "theta": ([np.zeros(2), np.zeros((3, 2)), [0.1, 0.2]], [t for t in THETAS[1] if not (isinstance(t, np.ndarray) and t.shape == (2, 2))]),
+        "batch_size": ([1, 5, 0.5], [0, -1, 10**6, "5", None, float("nan")]),
+        "weights": (["uniform", "exact", np.ones(40)], ["bogus", None, np.ones(3), -np.ones(40), np.zeros(40), [[1.0]]]),
+    })
+    out = check(lambda: pseudo_variance(args["model"], _copy(args["theta"]), args["batch_size"], args["weights"]), bad)
+    if out is not None:
+        assert np.all(np.isfinite(np.asarray(out))) and np.all(np.asarray(out) >= 0)
+
+
+_RUN = {}
+
+
+def _run_trace():
+    if "trace" not in _RUN:  # one short run, made on first use; whether it mixed does not matter here
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _RUN["trace"] = sgmc.sample(MODEL, "sgld", step_size=1e-3, n_iter=40, chains=2, rng=0, progress=False)
+    return _RUN["trace"]
+
+
+@FUZZ
+@given(data=st.data())
+def test_convergence_path(data):
+    args, bad = draw_args(data, {
+        "trace": ([None], NOT_ARRAYS[1:] + [DRAWS, MODEL]),
+        "metric": (["error"], ["bogus", None, 3]),
+        "n_points": ([2, 5], [1, 0, -1, "5", None, 2.5]),
+        "reference": ([np.zeros(2)], ["x", np.zeros(3), np.full(2, np.nan)]),
+    })
+    trace = _run_trace() if args["trace"] is None else args["trace"]
+    out = check(lambda: convergence_path(trace, metric=args["metric"], reference=args["reference"],
+                                         n_points=args["n_points"]), bad)
+    if out is not None:
+        assert np.all(np.isfinite(np.asarray(out["value"], dtype=float)))
 
 
 # -- models ----------------------------------------------------------------------------------------

@@ -153,7 +153,7 @@ def check_c_beta(c: Any, beta: Any) -> tuple[float, float]:
 
 
 def check_kind(kind: Any) -> str:
-    if kind not in ("sum", "joint"):
+    if not isinstance(kind, str) or kind not in ("sum", "joint"):
         msg = f"`kind` must be 'sum' (review eq. 13) or 'joint'; got {kind!r}"
         raise ValueError(msg)
     return kind

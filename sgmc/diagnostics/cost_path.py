@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import backends
-from .._validation import check_choice, check_int
+from .._validation import check_choice, check_int, describe
 from .ksd import cumulative_ksd
 
 __all__ = ["convergence_path"]
@@ -75,6 +75,9 @@ def convergence_path(trace: Any, *, metric: str = "error", reference: Any = None
     >>> bool(path["value"][-1] < path["value"][0])
     True
     """
+    if not all(hasattr(trace, a) for a in ("draws", "stats", "iterations", "xp")):
+        msg = f"`trace` must be an sgmc.Trace (the result of sgmc.sample or Trace.load); got {describe(trace)}"
+        raise TypeError(msg)
     metric = check_choice(metric, "metric", METRICS)
     n_points = check_int(n_points, "n_points", minimum=2)
     hx = backends.get_backend("numpy").xp
@@ -109,9 +112,18 @@ def convergence_path(trace: Any, *, metric: str = "error", reference: Any = None
         if reference is None:
             msg = "`reference` (the posterior mean, shape (dim,)) is needed for metric='error'"
             raise ValueError(msg)
-        ref = xp.asarray(backends.to_numpy(reference), dtype=draws.dtype, device=getattr(draws, "device", None))
+        try:
+            if isinstance(reference, (str, bytes, dict)):
+                raise TypeError
+            ref = xp.asarray(backends.to_numpy(reference), dtype=draws.dtype, device=getattr(draws, "device", None))
+        except (TypeError, ValueError):
+            msg = f"`reference` must be an array of {dim} numbers (the posterior mean); got {describe(reference)}"
+            raise TypeError(msg) from None
         if tuple(ref.shape) != (dim,):
             msg = f"`reference` must have shape ({dim},), one value per coordinate; got {tuple(ref.shape)}"
+            raise ValueError(msg)
+        if not bool(xp.all(xp.isfinite(ref))):
+            msg = f"`reference` must be finite; got {describe(reference)}"
             raise ValueError(msg)
         sums = xp.sum(xp.take(xp.cumulative_sum(draws, axis=1), idx, axis=1), axis=0)  # (points, dim)
         counts = xp.astype(xp.take(xp.arange(1, n + 1, device=getattr(draws, "device", None)), idx), draws.dtype)

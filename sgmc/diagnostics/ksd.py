@@ -25,6 +25,7 @@ Cost: O(n^2 d) time, with the pairwise quantities as matrix products over tiles 
 
 from __future__ import annotations
 
+import operator
 from typing import Any, NamedTuple, Sequence
 
 from .._array_api import Array, device_of, is_array
@@ -100,7 +101,7 @@ def ksd(
     >>> float(ksd(x, -x)) < float(ksd(x + 1.0, -(x + 1.0)))        # scores of N(0, I) are -x
     True
     """
-    if kind == "per_coordinate":
+    if isinstance(kind, str) and kind == "per_coordinate":
         return ksd_by_variable(samples, scores, c=c, beta=beta, preconditioner=preconditioner, block=block)
     c, beta = _stein.check_c_beta(c, beta)
     kind = _stein.check_kind(kind)
@@ -288,10 +289,20 @@ def ksd_by_variable(
         names = [f"x[{j}]" for j in range(d)]
         cols = [[j] for j in range(d)]
     else:
+        expected = "None, a sequence of coordinate lists or a dict of name -> coordinate list"
+        if isinstance(groups, (str, bytes)) or not (isinstance(groups, dict) or hasattr(groups, "__iter__")):
+            msg = f"`groups` must be {expected}; got {groups!r:.80}"
+            raise TypeError(msg)
         items = list(groups.items()) if isinstance(groups, dict) else [(f"group{i}", g) for i, g in enumerate(groups)]
         names, cols = [], []
         for name, g in items:
-            idx = [int(j) for j in (g if isinstance(g, Sequence) or hasattr(g, "__iter__") else [g])]
+            try:
+                if isinstance(g, (str, bytes, float)):
+                    raise TypeError
+                idx = [operator.index(j) for j in (g if isinstance(g, Sequence) or hasattr(g, "__iter__") else [g])]
+            except TypeError:
+                msg = f"`groups` must be {expected}; entry {name!r} is {g!r:.60}, not coordinate indices"
+                raise TypeError(msg) from None
             if not idx or any(j < 0 or j >= d for j in idx):
                 msg = f"`groups` entry {name!r} must list coordinates in [0, {d}); got {list(idx)}"
                 raise ValueError(msg)

@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._array_api import Array, is_array
-from .._validation import check_batch_size, check_choice
-from ..models.base import require
+from .._model_args import model_points
+from .._validation import check_batch_size, check_choice, check_model, describe
 
 __all__ = ["pseudo_variance"]
 
@@ -76,38 +76,37 @@ def pseudo_variance(
     """
     from ..estimators.preferential import _blocks, _normalise, cv_ps_weights, ps_weights, WEIGHT_FLOOR
 
-    xp = model.xp
-    require(model, ("grad_log_lik",), "pseudo_variance (per-datum gradients)")
-    if not is_array(theta):
-        theta = xp.asarray(theta, dtype=model.dtype, device=model.device)
-    single = theta.ndim == 1
-    theta = xp.reshape(theta, (-1, model.dim))
+    xp = check_model(model, methods=("grad_log_lik",), purpose="pseudo_variance (per-datum gradients)").xp
+    if not isinstance(getattr(model, "n_data", None), int) or model.n_data < 1:
+        msg = f"`model` must hold data (a positive int n_data) for pseudo_variance; {type(model).__name__} has none"
+        raise TypeError(msg)
+    theta, single = model_points(model, theta, "theta", with_rank=True)
     n = check_batch_size(batch_size, model.n_data)
     big_n = model.n_data
     if isinstance(weights, str):
         weights = check_choice(weights, "weights", ("uniform", "exact", "approx", "lipschitz"))
+    else:
+        weights = _weights(model, weights)
+    kind = weights if isinstance(weights, str) else "given"
     centre = None
     if mode is not None:
-        if not is_array(mode):
-            mode = xp.asarray(mode, dtype=model.dtype, device=model.device)
-        centre = xp.reshape(mode, (1, model.dim))
-    if (control_variate or weights == "approx") and centre is None:
+        centre = model_points(model, mode, "mode", batched=False)
+    if (control_variate or kind == "approx") and centre is None:
         msg = "`mode` is needed for control_variate=True and for weights='approx'"
         raise ValueError(msg)
-    if not replace and weights != "uniform":
-        msg = f"`replace=False` is defined for uniform weights only; got weights={weights!r}"
+    if not replace and kind != "uniform":
+        msg = f"`replace=False` is defined for uniform weights only; got weights={kind!r}"
         raise ValueError(msg)
     probs = None
-    if weights == "uniform":
+    if kind == "uniform":
         probs = None
-    elif weights == "lipschitz":
-        require(model, ("lipschitz",), "weights='lipschitz'")
+    elif kind == "lipschitz":
+        check_model(model, methods=("lipschitz",), purpose="weights='lipschitz'")
         probs = _normalise(xp, model.lipschitz(), WEIGHT_FLOOR)
-    elif weights == "approx":
+    elif kind == "approx":
         probs = cv_ps_weights(model, centre[0, :]) if control_variate else ps_weights(model, centre)[0, :]
     elif not isinstance(weights, str):
-        w = weights if is_array(weights) else xp.asarray(weights, dtype=model.dtype, device=model.device)
-        probs = _normalise(xp, w, WEIGHT_FLOOR)
+        probs = _normalise(xp, weights, WEIGHT_FLOOR)
     k = theta.shape[0]
     cen = None if not control_variate else xp.broadcast_to(centre, (k, model.dim))
     total = xp.zeros((k, model.dim), dtype=model.dtype, device=model.device)
@@ -126,7 +125,7 @@ def pseudo_variance(
         else:
             sq_over_p = sq_over_p + xp.sum(sq / xp.take(probs, ids, axis=0)[None, :], axis=1)
     tot2 = xp.sum(total * total, axis=1)
-    if weights == "exact":
+    if kind == "exact":
         out = (norm_sum * norm_sum - tot2) / n
     elif not replace:
         # sum_i ||a_i - A/N||^2 = sum_i ||a_i||^2 - ||A||^2 / N; sq_over_p holds N sum_i ||a_i||^2 here
@@ -136,3 +135,25 @@ def pseudo_variance(
         out = (sq_over_p - tot2) / n
     out = xp.maximum(out, xp.zeros_like(out))
     return out[0] if single else out
+
+
+def _weights(model: Any, weights: Any) -> Array:
+    """Sampling weights given as numbers: a non-negative finite ``(n_data,)`` array, not all zero."""
+    xp, n = model.xp, model.n_data
+    expected = f"'uniform', 'exact', 'approx', 'lipschitz' or an array of {n} non-negative weights"
+    if not is_array(weights):
+        try:
+            if weights is None or isinstance(weights, (bytes, dict, set)):
+                raise TypeError
+            weights = xp.asarray(weights, dtype=model.dtype, device=model.device)
+        except (TypeError, ValueError):
+            msg = f"`weights` must be {expected}; got {describe(weights)}"
+            raise TypeError(msg) from None
+    if tuple(weights.shape) != (n,) or not xp.isdtype(weights.dtype, ("real floating", "integral")):
+        msg = f"`weights` must be {expected}; got an array of shape {tuple(weights.shape)} and dtype {weights.dtype}"
+        raise ValueError(msg)
+    w = xp.astype(weights, model.dtype)
+    if not bool(xp.all(xp.isfinite(w) & (w >= 0))) or not bool(xp.any(w > 0)):
+        msg = f"`weights` must be {expected} (finite, not all zero)"
+        raise ValueError(msg)
+    return w

@@ -142,11 +142,11 @@ def zv_mean(draws: Array, grads: Array, *, order: int = 2) -> ZVMean:
     >>> bool(est.se[0] < est.plain_se[0] / 5)
     True
     """
-    xp = array_namespace(draws, grads)
-    if order not in (1, 2) or isinstance(order, bool):
+    xp = array_namespace(draws, grads, names=("draws", "grads"))
+    if not isinstance(order, int) or isinstance(order, bool) or order not in (1, 2):
         msg = f"`order` must be 1 or 2 (the degree of the polynomials); got {order!r}"
         raise ValueError(msg)
-    dtype = float_dtype(xp, draws)
+    dtype = float_dtype(xp, draws, grads, names=("draws", "grads"))
     x = as_float_array(xp, draws, dtype, "draws")
     g = as_float_array(xp, grads, dtype, "grads")
     if x.ndim not in (2, 3):
