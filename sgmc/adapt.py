@@ -78,7 +78,7 @@ class AutoStep:
         above a 50th of them, or fewer than 200 effective draws over all chains) is raised toward it,
         to the smallest step that mixes. When no step within the tolerance mixes, the smallest step
         that does is used, and a :class:`~sgmc._stepbias.StepSizeBiasWarning` names its estimated sd
-        inflation when that exceeds 1.25. None keeps the KSD choice as it is.
+        inflation when that exceeds 1.2. None keeps the KSD choice as it is.
 
     Examples
     --------
@@ -185,7 +185,7 @@ class AdaptResult:
         and ``sd_inflation`` (None where not estimated; otherwise ``low`` and ``high``, the smallest
         and largest ratio of the stationary marginal sds to the local Gaussian's at the chosen step,
         ``worst`` = max(high, 1 / low), ``tau`` its autocorrelation time in iterations,
-        ``at_ksd_step`` the same ratios at the ladder's choice, and ``bounded``: worst <= 1.25).
+        ``at_ksd_step`` the same ratios at the ladder's choice, and ``bounded``: worst <= 1.2).
     """
 
     step_size: float
@@ -382,7 +382,7 @@ def adapt_step_size(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rn
     return AdaptResult(h_best, state, burn_in, info)
 
 
-_WARN_AT = 1.25     # the estimated sd inflation above which the choice is reported as unbounded
+_WARN_AT = 1.2      # the estimated sd factor above which the choice is reported as unbounded (goal: 1.25)
 # a step mixes in the run when its autocorrelation time leaves at least this many effective draws per
 # chain and over all chains (the mixing check of sgmc.diagnostics.mixing asks for a bulk ESS of 100)
 _PER_CHAIN, _TOTAL = 50.0, 200.0
@@ -391,7 +391,7 @@ _PER_CHAIN, _TOTAL = 50.0, 200.0
 def _bound_bias(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rng: Any, position: Any, h: float,
                 n_after: int, chains: int) -> tuple:
     """``(step, report, passes)``: ``h`` lowered to keep the estimated sd inflation within
-    ``auto.sd_tolerance`` where the run's length lets that step mix; a warning where it stays above 1.25."""
+    ``auto.sd_tolerance`` where the run's length lets that step mix; a warning where it stays above 1.2."""
     local = local_gaussian(model, estimator, position, rng)
     if local is None:
         return h, None, 0.0
