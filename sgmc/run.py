@@ -34,7 +34,7 @@ from ._array_api import as_float_array, check_finite, is_array
 from ._param_names import model_param_names
 from ._safefile import check_key
 from ._progress import progress_bar, progress_scope, wants_progress
-from ._validation import check_choice, check_int
+from ._validation import check_alloc, check_choice, check_int
 from .chains import ChainsResult, DivergenceError, run_chains, step_stats
 from .diagnostics.mixing import MixingWarning, warn_if_unmixed
 from .diagnostics.runaway import RunawayChainWarning, warn_if_runaway
@@ -111,6 +111,13 @@ def _estimator_for(smp: Any, estimator: Any, model: Any, batch_size: Any, option
 
 def _groups(chains: int, group_size: int) -> list:
     return [(start, min(start + group_size, chains)) for start in range(0, chains, group_size)]
+
+
+def _check_run_size(model: Any, n_iter: int, chains: int, n_kept: int, grads: bool) -> None:
+    """Refuse a run whose trace (draws, gradients, per-iteration statistics) would not fit in memory."""
+    per_chain = 8 * n_kept * int(model.dim) * (2 if grads else 1) + 8 * 8 * n_iter  # draws (+ grads), ~8 stats
+    check_alloc(per_chain + 40 * n_kept, "n_iter", n_iter, "the trace of one chain")
+    check_alloc(chains * per_chain + 40 * n_kept, "chains", chains, f"the trace of {chains} chains")
 
 
 def sample(
@@ -293,6 +300,7 @@ def sample(
         msg = f"`batch_size` must be a positive int or a fraction in (0, 1); got {batch_size!r}"
         raise TypeError(msg)
     check_executor(executor)
+    _check_run_size(model, n_iter, chains, len(range(burn_in, n_iter, thin)), bool(store_grads))
     kept = list(range(burn_in, n_iter, thin))
     if thin > 1 and len(kept) < 2:
         msg = (

@@ -9,6 +9,7 @@ anything is allocated. Each refusal must come within a deadline, and a size that
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ import sgmc
 from sgmc import _validation
 from sgmc.datasets import classification_data, covariate_covariance, linear_regression_data, logistic_regression_data
 from sgmc.diagnostics import stein_thin
+from sgmc.models import LogisticRegression
 from sgmc.ssm import LGSSM, GaussianHMM
 from sgmc.ssm.ar import AR
 
@@ -43,7 +45,16 @@ CASES = {
     "linear_regression_data dim": (lambda v: linear_regression_data(n=20, dim=v), "dim"),
     "classification_data n_test": (lambda v: classification_data(n=20, dim=2, n_test=v), "n_test"),
     "covariate_covariance dim": (lambda v: covariate_covariance(v), "dim"),
+    "sample n_iter": (lambda v: _sample(n_iter=v), "n_iter"),
+    "sample chains": (lambda v: _sample(n_iter=10, chains=v), "chains"),
 }
+
+
+def _sample(**kw):
+    model = LogisticRegression(Y @ np.ones((1, 2)), (Y[:, 0] > 0).astype(np.int64))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a 3-iteration run is not expected to mix
+        return sgmc.sample(model, "sgld", step_size=1e-3, burn_in=0, rng=0, progress=False, **kw)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
