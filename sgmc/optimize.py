@@ -25,8 +25,9 @@ from typing import Any, NamedTuple
 
 from . import backends
 from ._array_api import Array, is_array
-from ._progress import progress_bar
+from ._progress import progress_bar, wants_progress
 from ._sampling import subsample
+from ._model_args import model_points
 from ._validation import check_batch_size, check_choice, check_int, check_model, check_nonnegative, check_positive, describe
 from .models.base import check_compatible, provides
 
@@ -174,7 +175,11 @@ def find_mode(
     array([ 1., -1.])
     """
     check_choice(method, "method", ("adam", "sgd"))
-    if polish not in (None, True, False, "newton", "lbfgs"):
+    if not isinstance(progress, (bool, str)):
+        msg = f"`progress` must be True, False, 'auto' or 'always'; got {describe(progress)}"
+        raise ValueError(msg)
+    wants_progress(progress)
+    if not isinstance(polish, (bool, str, type(None))) or polish not in (None, True, False, "newton", "lbfgs"):
         msg = f"`polish` must be None, True, False, 'newton' or 'lbfgs'; got {polish!r}"
         raise ValueError(msg)
     n_steps = check_int(n_steps, "n_steps")
@@ -289,6 +294,8 @@ def mode_gap(model: Any, theta: Any, grad: Any = None, *, details: bool = False)
         if not provides(model, "grad_log_posterior"):
             return out(float("nan"), "none", float("nan"))
         grad = model.grad_log_posterior(t)
+    else:
+        grad = model_points(model, grad, "grad", batched=False)
     g = xp.reshape(grad, (-1,))
     norm = float(xp.linalg.vector_norm(g))
     if _gap_uses_hessian(model):

@@ -156,11 +156,13 @@ def test_find_mode(data):
         "step_size": ([None, 0.05], [-1.0, 0.0, float("nan"), float("inf"), "0.1", [0.1]]),
         "batch_size": ([None, 10, 0.5], [0, -3, 10**6, "10", float("nan"), 1.5]),
         "gap_tol": ([1.0], [-1.0, float("nan"), "1", None]),
+        "polish": ([None, False, "lbfgs"], ["bfgs", np.zeros(2), 1.5]),
+        "progress": ([False], [None, "x", np.zeros(2), 2]),
     })
     out = check(lambda: optimize.find_mode(args["model"], 0, _copy(args["init"]), method=args["method"],
                                            n_steps=args["n_steps"], step_size=args["step_size"],
-                                           batch_size=args["batch_size"], gap_tol=args["gap_tol"], progress=False),
-                bad)
+                                           batch_size=args["batch_size"], gap_tol=args["gap_tol"],
+                                           polish=args["polish"], progress=args["progress"]), bad)
     if out is not None:
         assert np.all(np.isfinite(out))
 
@@ -174,6 +176,8 @@ def test_mode_gap_and_hessian(data, which):
         spec["chunk_elements"] = ([1, 10**6], [0, -1, "big", None, 2.5])
     if which == "warn_if_not_mode":
         spec["gap_tol"] = ([1.0, 1e6], [-1.0, float("nan"), "1", None])
+    if which == "mode_gap":
+        spec["grad"] = ([None, np.ones(2)], ["g", np.ones(3), [[1.0, [2.0]]], np.array([np.nan, 1.0]), object()])
     args, bad = draw_args(data, spec)
     fn = getattr(optimize, which)
     extra = {k: v for k, v in args.items() if k not in ("model", "theta")}
@@ -421,9 +425,14 @@ def test_gaussian_hmm(data):
         "prior_var": ([100.0], [0.0, float("nan"), "1"]),
         "initial": (["z0", "z1"], ["z2", None, 0]),
         "initial_probs": ([None], [np.ones(7), "uniform", np.array([np.nan, 1.0]), [[0.5, 0.5]]]),
+        "mean_prior": ([None, (0.0, 1.0)], ["x", (0.0,), ("a", 1.0), [[1.0, [2.0]], 1.0], 3.0]),
+        "transition_prior": ([None, 1.0], ["x", object(), [[1.0, [2.0]]]]),
+        "emission_cov": ([None, 1.0], ["x", object(), [[1.0, [2.0]]]]),
     })
     model = check(lambda: GaussianHMM(_copy(args["y"]), args["n_states"], prior_var=args["prior_var"],
-                                      initial=args["initial"], initial_probs=args["initial_probs"]), bad)
+                                      initial=args["initial"], initial_probs=args["initial_probs"],
+                                      mean_prior=args["mean_prior"], transition_prior=args["transition_prior"],
+                                      emission_cov=args["emission_cov"]), bad)
     if model is None:
         return
     T, T_bad = data.draw(arg([1, 5], [0, -1, HUGE, "5", None]), label="T")

@@ -208,6 +208,27 @@ def _messages_twin(xp, Pi, p, p0, weight):
     return ll, xp.stack(gammas, axis=1), N, G
 
 
+def _check_numbers(value: Any, name: str, pair: bool) -> None:
+    """``value`` is None, numbers or an array (``pair``: two such); else a TypeError naming ``name``."""
+    if value is None:
+        return
+    what = "a pair (of numbers or arrays)" if pair else "a number or an array"
+    parts = value if pair and isinstance(value, (tuple, list)) and len(value) == 2 else None
+    if pair and parts is None:
+        msg = f"`{name}` must be {what}; got {describe(value)}"
+        raise TypeError(msg)
+    for part in parts if pair else (value,):
+        if is_array(part):
+            continue
+        try:
+            if part is None or isinstance(part, (str, bytes, dict, bool)):
+                raise TypeError
+            backends.asarray(part, backend="numpy", dtype="float64")
+        except (TypeError, ValueError):
+            msg = f"`{name}` must be {what}; got {describe(value)}"
+            raise TypeError(msg) from None
+
+
 class GaussianHMM(StateSpaceModel):
     """Gaussian HMM with ``K`` states over ``theta = (eta, mu[, psi])``.
 
@@ -286,6 +307,9 @@ class GaussianHMM(StateSpaceModel):
                 msg = f"`y` must be an array of observations of shape (T,) or (T, obs_dim); got {describe(y)}"
                 raise TypeError(msg) from None
         y_arr = as_series(y, "y")[1]  # (T, m), finite, real: checked before its shape is read
+        for name, value, pair in (("mean_prior", mean_prior, True), ("precision_prior", precision_prior, True),
+                                  ("transition_prior", transition_prior, False), ("emission_cov", emission_cov, False)):
+            _check_numbers(value, name, pair)
         m = int(y_arr.shape[-1])
         K = check_int(n_states, "n_states", minimum=2)
         fixed = emission_cov is not None
