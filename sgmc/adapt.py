@@ -37,7 +37,8 @@ from .chains import ChainsProgress, DivergenceError, run_chains
 from .diagnostics.ksd import ksd, ksd_preconditioner
 from .models.base import require
 
-__all__ = ["AutoStep", "AdaptResult", "adapt_step_size", "parse_auto", "default_burn_in"]
+__all__ = ["AutoStep", "AdaptResult", "adapt_step_size", "parse_auto", "default_burn_in", "StepSizeBiasWarning",
+           "StepSizeEdgeWarning"]
 
 _KINDS = ("sum", "joint")
 
@@ -77,7 +78,7 @@ class AutoStep:
         step; a choice that mixes too slowly for the iterations after burn-in (autocorrelation time
         above a 50th of them, or fewer than 200 effective draws over all chains) is raised toward it,
         to the smallest step that mixes. When no step within the tolerance mixes, the smallest step
-        that does is used, and a :class:`~sgmc._stepbias.StepSizeBiasWarning` names its estimated sd
+        that does is used, and a :class:`StepSizeBiasWarning` names its estimated sd
         inflation when that exceeds 1.2. None keeps the KSD choice as it is.
 
     Examples

@@ -678,7 +678,8 @@ def _run_here(job: _Job, bar: Any, callback: Callable | None, stop: Callable[[],
                 checkpoint=save if job.path is not None else None, checkpoint_every=job.every, stop=halt,
             )
         except DivergenceError as err:
-            err.trace = job.trace(job.results + [err.partial])
+            if any(r is not None and int(r.draws.shape[1]) for r in job.results + [err.partial]):
+                err.trace = job.trace(job.results + [err.partial])   # none before the first kept draw
             raise
         if res.n_done < len(steps):
             if stop():  # Ctrl-C

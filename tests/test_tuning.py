@@ -215,3 +215,12 @@ def test_the_grid_is_extended_by_default_and_an_edge_left_is_a_warning(review):
         low = tune_step_size(target, "sgld", noisy, grid=[1e-6, 2e-6], **small)
     assert low.at_edge and low.extended == 3
     np.testing.assert_allclose([row["step_size"] for row in low.table], [1e-6, 2e-6, 4e-6, 8e-6, 1.6e-5])
+
+
+def test_a_pilot_diverging_before_its_first_kept_draw_is_marked(review):
+    # h = 50 overflows within a few hundred steps, before the burn-in of 400 ends: no draw is kept
+    target, noisy = review
+    res = tune_step_size(target, "sgld", noisy, grid=[0.1, 0.3, 50.0], pilot_iters=500, burn_in=400, chains=2,
+                         n_ksd=100, init=np.zeros(2), rng=3, progress=False)
+    assert [row["diverged"] for row in res.table] == [False, False, True]
+    assert res.table[-1]["ksd"] == math.inf
