@@ -29,8 +29,8 @@ def _check_draws_like(value: Any, name: str, shape: tuple | None = None) -> None
     if value.ndim != 3:
         msg = f"`{name}` must have shape (chains, n_draws, dim); got shape {tuple(value.shape)}"
         raise ValueError(msg)
-    if shape is None and min(value.shape) < 1:
-        msg = f"`{name}` must hold at least one chain, one draw and one coordinate; got shape {tuple(value.shape)}"
+    if shape is None and (value.shape[0] < 1 or value.shape[2] < 1):  # no draws yet is a trace (an interrupted run)
+        msg = f"`{name}` must hold at least one chain and one coordinate; got shape {tuple(value.shape)}"
         raise ValueError(msg)
     if shape is not None and tuple(value.shape) != shape:
         msg = f"`{name}` must have the shape of `draws` {shape}; got {tuple(value.shape)}"

@@ -449,7 +449,8 @@ def test_gaussian_hmm(data):
 def test_trace(data):
     args, bad = draw_args(data, {
         "draws": ([DRAWS, DRAWS.astype(np.float32)],
-                  NOT_ARRAYS + [DRAWS[0], DRAWS[0, :, 0], np.zeros((2, 0, 2)), np.zeros((2, 12, 2), dtype=complex)]),
+                  NOT_ARRAYS + [DRAWS[0], DRAWS[0, :, 0], np.zeros((0, 12, 2)), np.zeros((2, 12, 0)),
+                                np.zeros((2, 12, 2), dtype=complex)]),
         "grads": ([None, DRAWS * 0.5], NOT_ARRAYS[1:] + [DRAWS[0], np.zeros((2, 12, 3))]),
         "iterations": ([list(range(12)), None], ["abc", 5, [1, 2], [0.5] * 12]),
         "stats": ([{}, None], ["stats", [1, 2], 3]),
@@ -467,3 +468,11 @@ def test_trace(data):
     param, param_bad = data.draw(arg([0, 1, "a" if trace.param_names[0] == "a" else "theta[0]"],
                                      [2, -1, "nope", None, 1.5, [0]]), label="param")
     check(lambda: trace.index(param), ["param"] if param_bad else [])
+
+
+def test_a_trace_without_draws_yet_is_a_trace():
+    # an interrupted run may stop before its first kept draw: its partial trace still builds
+    trace = sgmc.Trace(draws=np.zeros((2, 0, 3)), iterations=[])
+    assert (trace.n_chains, trace.n_draws, trace.dim) == (2, 0, 3)
+    with pytest.raises(ValueError, match="`iterations` must hold one iteration per draw"):
+        sgmc.Trace(draws=np.zeros((2, 4, 3)), iterations=[0, 1])
