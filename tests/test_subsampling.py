@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -282,8 +284,10 @@ def test_posterior_agrees_with_mala(name):
     common = dict(chains=32, n_iter=1500, burn_in=300, rng=3, progress=False)
     ref = sgmc.sample(model, "mala", "full", step_size=0.01, **common)
     assert 0.3 < np.mean(ref.info["acceptance_rate"]) < 0.9
-    tr = sgmc.sample(model, "sgld", name, step_size=1e-3, batch_size=20,
-                     estimator_options={"opt_steps": 500}, **common)
+    with warnings.catch_warnings():  # all chains start at the mode: R-hat 1.05-1.06 after 300 iterations of
+        warnings.simplefilter("ignore", sgmc.MixingWarning)  # burn-in (not mixed by sgmc's rule); the
+        tr = sgmc.sample(model, "sgld", name, step_size=1e-3, batch_size=20,  # checks below are on 32 chains' means
+                         estimator_options={"opt_steps": 500}, **common)
     a = np.asarray(ref.draws).mean(axis=1)
     b = np.asarray(tr.draws).mean(axis=1)
     diff = a.mean(0) - b.mean(0)
