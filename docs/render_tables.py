@@ -9,7 +9,8 @@ A table generated from a results file sits in a page (README.md or docs/*.md) be
 ``python docs/render_tables.py`` rewrites every such block from its file: the table, the file's notes
 for it (if any) and one line naming the file, the command that wrote it, when, on what machine and
 under what load. ``python docs/render_tables.py --check`` changes nothing and exits with status 1 when
-a block is stale, names a missing file or table, a results file lacks its provenance, or a table
+a block is stale, names a missing file or table, a results file lacks its provenance or records a
+command with absolute paths (one that would not run from a fresh clone), or a table
 with numbers in it sits outside any block (a table of words only may stay as it is). A table of numbers
 quoted from a publication, not measured here, carries ``<!-- quoted: WHERE FROM -->`` on a line of its
 own just before it (blank lines between are allowed) and is not checked.
@@ -24,6 +25,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+try:  # imported as docs.render_tables (tests) or run as a script from docs/
+    from docs._results import absolute_paths
+except ImportError:
+    from _results import absolute_paths
 REQUIRED = ("command", "created", "machine", "load", "versions", "tables")
 
 _BLOCK = re.compile(
@@ -101,6 +107,10 @@ def _load(root: Path, src: str, cache: dict) -> tuple[dict | None, str | None]:
         else:
             missing = [k for k in REQUIRED if k not in record]
             out = (None, f"results file {src} lacks {', '.join(missing)}") if missing else (record, None)
+            scratch = [] if missing else absolute_paths(str(record["command"]))
+            if scratch:
+                out = (None, f"results file {src} records a command with absolute path(s) {scratch}: it does not run "
+                             "from a fresh clone; record paths relative to the repository root")
     cache[src] = out
     return out
 

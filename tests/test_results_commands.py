@@ -80,3 +80,20 @@ def test_the_writer_warns_about_an_absolute_path_outside_the_repository(tmp_path
     with pytest.warns(UserWarning, match="absolute paths.*'/nonexistent/scratch'"):
         out = _results.write_results("cmd", {"t": {"columns": ["a"], "rows": [[1]]}}, directory=tmp_path)
     assert json.loads(out.read_text())["command"].endswith("--out /nonexistent/scratch")
+
+
+def test_render_check_refuses_a_command_with_an_absolute_path(tmp_path, capsys):
+    from docs import render_tables
+
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    page = tmp_path / "docs" / "page.md"
+    page.write_text("<!-- results: docs/results/bench.json#t -->\nstale\n<!-- end results -->\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match="absolute paths"):
+        _results.write_results("bench", {"t": {"columns": ["a"], "rows": [[1]]}},
+                               command="python bench.py --out /tmp/scratch", directory=tmp_path / "docs" / "results")
+    assert render_tables.main(["--root", str(tmp_path), "--check"]) == 1
+    assert "absolute path(s) ['/tmp/scratch']" in capsys.readouterr().err
+    _results.write_results("bench", {"t": {"columns": ["a"], "rows": [[1]]}},
+                           command="python bench.py --out build/scratch", directory=tmp_path / "docs" / "results")
+    assert render_tables.main(["--root", str(tmp_path)]) == 0
+    assert render_tables.main(["--root", str(tmp_path), "--check"]) == 0
