@@ -9,7 +9,6 @@ against Monte Carlo, and MALA (posteriors).
 from __future__ import annotations
 
 import itertools
-
 import warnings
 
 import numpy as np
