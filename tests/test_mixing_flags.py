@@ -81,6 +81,17 @@ def test_short_traces_are_not_checked():
     assert v.mixed is None and v.reasons == []
 
 
+def test_long_and_wide_traces_are_checked_on_a_subset():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2, 2500, 300))              # thinned to 2,000 draws, 256 of 300 coordinates
+    x[1, :, 299] = 1.0                               # the last coordinate is among those checked
+    v = check_mixing(x)
+    assert v.mixed is False and [(r["check"], r["chain"], r["coordinate"]) for r in v.reasons] == [("stuck", 1, 299)]
+    x[1, :, 299] = rng.normal(size=2500)
+    v = check_mixing(x)
+    assert v.mixed is True and v.ess_bulk > 1000  # nearly independent draws keep a large ESS after thinning
+
+
 def test_check_mixing_checks_its_arguments():
     with pytest.raises(ValueError, match="draws"):
         check_mixing(np.zeros((10, 3)))

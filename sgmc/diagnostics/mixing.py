@@ -45,7 +45,7 @@ import warnings
 from typing import Any, NamedTuple
 
 from .. import backends
-from .._array_api import Array, array_namespace
+from .._array_api import Array, array_namespace, device_of
 from .ess import ess, rhat
 from .runaway import STEIN_SAMPLERS, stein_spread
 
@@ -63,7 +63,7 @@ SPREAD_MIN = 0.01
 #: Fewest kept draws (chains x draws) for which the checks apply.
 MIN_DRAWS = 1000
 #: Most coordinates checked (evenly spaced) in a high-dimensional trace, to keep the check's cost small.
-MAX_COORDS = 512
+MAX_COORDS = 256
 #: Most draws per chain checked (evenly thinned): thinning by less than the autocorrelation time keeps
 #: the ESS, and by more leaves nearly independent draws, far above ESS_MIN either way.
 MAX_DRAWS = 2000
@@ -157,10 +157,10 @@ def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_m
     if chains * n < min_draws or n < 4:
         return Mixing(None, [], None, None, None, chains, n)
     pick = _coords(dim)
-    x = draws if pick is None else xp.take(draws, xp.asarray(pick, device=_device(draws)), axis=2)
+    x = draws if pick is None else xp.take(draws, xp.asarray(pick, device=device_of(draws)), axis=2)
     if n > MAX_DRAWS:
         rows = [int(i * n / MAX_DRAWS) for i in range(MAX_DRAWS)]
-        x = xp.take(x, xp.asarray(rows, device=_device(draws)), axis=1)
+        x = xp.take(x, xp.asarray(rows, device=device_of(draws)), axis=1)
     names = pick if pick is not None else list(range(dim))
     hx = backends.get_backend("numpy").xp
     xh = hx.asarray(backends.to_numpy(x), dtype=hx.float64)
@@ -211,10 +211,6 @@ def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_m
                                 "text": f"{what} (Stein ratio {t:.3g} +- {se:.2g}; 1 for posterior draws)",
                                 "fix": _FIX_STUCK})
     return Mixing(not reasons, reasons, r_max, e_min, spread, chains, n)
-
-
-def _device(x: Array) -> Any:
-    return getattr(x, "device", None)
 
 
 def mixing_message(verdict: Mixing, sampler: str, step_size: float | None = None) -> str:
