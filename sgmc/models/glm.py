@@ -4,6 +4,12 @@ Both have per-datum terms that depend on theta only through eta_i = x_i . theta,
 is one gather of the rows, one batched matrix-vector product and one reduction:
 ``sum_i w_i r(eta_i, y_i) x_i``, where ``r = d log f / d eta``. The review's section 6.1 logistic
 regression (Nemeth and Fearnhead 2021) uses a N(0, 10 I) prior, the default here.
+
+The prior is on the coefficients of the columns as given. Columns on very different scales (an
+income in currency units beside a 0/1 flag) make the posterior's curvature span many orders of
+magnitude; :func:`sgmc.conditioning.sample_conditioned` samples such a model in well-conditioned
+coordinates (:mod:`sgmc.models.coordinates`) and returns the draws on the columns' scale, and
+``sgmc run --data`` does so by default.
 """
 
 from __future__ import annotations
