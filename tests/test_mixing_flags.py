@@ -250,3 +250,19 @@ def test_a_non_finite_position_between_checks_is_found():
     res = run_chains(_Blip(-1), None, rng, np.zeros((2, 3)), [0.1] * 120, list(range(20, 120)), check_every=50)
     assert res.draws.shape == (2, 100, 3)
     assert np.all(res.stats["abs_max"] == 0.0)
+
+
+# -- sgmc run ------------------------------------------------------------------------------------------
+def test_sgmc_run_marks_an_unmixed_row_with_its_reason_and_fix(capsys):
+    from sgmc.cli import main
+
+    # SGLD-CV at a step 1e-4 of the curvature rule's: four chains at the mode that barely move (the
+    # R-hat and ESS of a row once printed as a result)
+    code = main(["run", "--quick", "--no-progress", "--model", "logistic", "--chains", "4", "--estimator", "cv",
+                 "--step-size", "1e-7", "--iters", "1000"])
+    out = capsys.readouterr().out
+    assert code == 0
+    row = next(ln for ln in out.splitlines() if ln.startswith("SGLD-CV "))
+    assert "NOT MIXED (*)" in row and "no result" in row
+    note = next(ln for ln in out.splitlines() if ln.startswith("(*) SGLD-CV not mixed: "))
+    assert "R-hat" in note and "bulk ESS" in note and "Fix: " in note and "step size" in note
