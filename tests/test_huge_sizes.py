@@ -21,11 +21,13 @@ from sgmc.diagnostics import stein_thin
 from sgmc.models import LogisticRegression
 from sgmc.ssm import LGSSM, GaussianHMM
 from sgmc.ssm.ar import AR
+from sgmc.ssm.particle import ScalarLGSSMKernel, particle_filter
 
 from _deadline import deadline
 
 HUGE = 10**12
 Y = np.random.default_rng(0).standard_normal((40, 1))
+_KERNEL = ScalarLGSSMKernel(np.array([0.9]), np.array([0.5]), np.array([1.0]))
 
 
 def _rng():
@@ -47,6 +49,7 @@ CASES = {
     "covariate_covariance dim": (lambda v: covariate_covariance(v), "dim"),
     "sample n_iter": (lambda v: _sample(n_iter=v), "n_iter"),
     "sample chains": (lambda v: _sample(n_iter=10, chains=v), "chains"),
+    "particle_filter n_particles": (lambda v: particle_filter(0, _KERNEL, Y[None, :, :], v), "n_particles"),
 }
 
 

@@ -31,7 +31,7 @@ import math
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .._array_api import Array, array_namespace, check_real_dtype, is_array
-from .._validation import check_choice, check_int
+from .._validation import check_alloc, check_choice, check_int
 from .._dispatch import dispatch
 from .resampling import _TWINS, SCHEMES
 
@@ -306,6 +306,9 @@ def particle_filter(
         msg = f"`y` must have shape (Bt, T, obs_dim) with Bt = kernel.batch = {kernel.batch}; got {tuple(y.shape)}"
         raise ValueError(msg)
     check_real_dtype(xp, y.dtype, "y")
+    # particles, their proposals and weights: at least three (Bt, N, state_dim) arrays at once
+    check_alloc(24 * int(kernel.batch) * n * max(int(getattr(kernel, "state_dim", 1)), 1), "n_particles", n,
+                "the (Bt, n_particles, state_dim) particle arrays")
     if mask is not None and tuple(mask.shape) != tuple(y.shape[:2]):
         msg = f"`mask` must have shape (Bt, T) = {tuple(y.shape[:2])}, the leading axes of `y`; got {tuple(mask.shape)}"
         raise ValueError(msg)
