@@ -14,6 +14,15 @@ per second of sampling, and the posterior means.
 
 Run ``python docs/ssm_precond.py`` (``--T 1000000`` for the long series; ``--seconds`` sets the
 budget per run). Results go to ``docs/results/ssm-precond.json``.
+
+``python docs/ssm_precond.py --study fisher`` compares the metric's two forms of E[x x^T]
+(``moments="stationary"``, the complete-data Fisher information, and ``"identity"``, the thesis's
+replacement) on the scalar LGSSM (Q = 0.5, R = 1, ``T`` = 1000 observations) at phi in ``--phis``: SGRLD
+with the same buffered gradients at each step size of ``--h`` for a fixed number of data passes, and
+with exact gradients at each step of ``--full-h`` for ``--full-iter`` iterations, from
+(phi, psi_Q, psi_R) = (0.2, 1, 1), against an exact reference (random-walk Metropolis on the exact
+Kalman posterior, proposal scaled by the Fisher metric at the truth, 64 chains). Results go to
+``docs/results/ssm_fisher.json``.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import math
 import os
 import sys
 import time
+import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from docs._results import write_results  # noqa: E402  (imported first: it records the load at start)
@@ -82,8 +92,107 @@ def run_one(model, init, sampler, h, args):
             "ess_s": float(np.min(np.asarray(ess(draws)))) / (wall / 2), "mean": flat.mean(axis=0)}
 
 
+def reference_draws(model, truth, seed, chains=64, n_iter=6000):
+    """Random-walk Metropolis on the exact posterior: proposal N(0, 2.38^2 / d G(truth)^{-1}) (any proposal
+    is exact); ``chains`` chains from the truth, the first third discarded. Returns draws (chains, n, d)."""
+    rng = np.random.default_rng(seed)
+    d = model.dim
+    G = np.asarray(model.fisher_metric().value(truth[None, :]))[0]
+    L = np.linalg.cholesky(np.linalg.inv(G)) * 2.38 / math.sqrt(d)
+    x = np.tile(truth, (chains, 1))
+    lp = np.asarray(model.log_posterior(x))
+    out = np.empty((chains, n_iter, d))
+    for i in range(n_iter):
+        y = x + rng.normal(size=(chains, d)) @ L.T
+        ly = np.asarray(model.log_posterior(y))
+        acc = np.log(rng.random(chains)) < ly - lp
+        x = np.where(acc[:, None], y, x)
+        lp = np.where(acc, ly, lp)
+        out[:, i] = x
+    return out[:, n_iter // 3 :]
+
+
+def fisher_study(args):
+    """SGRLD with moments='stationary' against moments='identity' on the scalar LGSSM (see the module)."""
+    from sgmc.samplers import SGRLD
+
+    init = np.array([0.2, 1.0, 1.0])
+    n_buf = int(round(args.passes * args.T / (args.S + 2 * args.B)))
+    runs = {  # table: (estimator, options, iterations, observations read per iteration and chain, steps)
+        f"T{args.T}": ("buffered", dict(subsequence_length=args.S, buffer=args.B), n_buf, args.S + 2 * args.B, args.h),
+        f"T{args.T}-full": ("full", {}, args.full_iter, args.T, args.full_h),
+    }
+    rows = {key: [] for key in runs}
+    for phi in args.phis:
+        truth = np.array([phi, 1 / math.sqrt(0.5), 1.0])
+        _, y = LGSSM.simulate_scalar(backends.default_rng(args.seed), args.T, truth)
+        model = LGSSM(np.asarray(y))
+        ref = reference_draws(model, truth, args.seed)
+        ref = np.concatenate([ref[..., :1], np.abs(ref[..., 1:])], axis=-1)   # psi's sign is not identified
+        flat = ref.reshape(-1, model.dim)
+        r_mean, r_sd = flat.mean(axis=0), flat.std(axis=0)
+        ref_ess = np.asarray(ess(ref))
+        print(f"phi={phi}: reference mean {np.round(r_mean, 4)}, sd {np.round(r_sd, 4)}, ESS {np.round(ref_ess)}", flush=True)
+        for key, (estimator, opts, n_iter, per_iter, grid) in runs.items():
+            burn = n_iter // 2
+            for moments in ("stationary", "identity"):
+                for h in grid:
+                    sampler = SGRLD(metric=model.fisher_metric(moments=moments))
+                    t0 = time.process_time()
+                    try:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")     # unmixed runs are reported in the table
+                            tr = sgmc.sample(model, sampler, estimator, step_size=h, n_iter=n_iter, burn_in=burn,
+                                             chains=args.chains, init=init, rng=args.seed, progress=False,
+                                             estimator_options=opts)
+                    except (sgmc.DivergenceError, np.linalg.LinAlgError) as err:
+                        rows[key].append([phi, moments, h, n_iter, None, None, None, None, None, None,
+                                          "diverged: " + str(err).split("\n")[0][:80]])
+                        continue
+                    cpu = time.process_time() - t0
+                    draws = np.asarray(tr.draws)
+                    draws = np.concatenate([draws[..., :1], np.abs(draws[..., 1:])], axis=-1)
+                    if not np.all(np.isfinite(draws)):
+                        rows[key].append([phi, moments, h, n_iter, None, None, None, None, None, None, "non-finite draws"])
+                        continue
+                    z = (draws.reshape(-1, model.dim).mean(axis=0) - r_mean) / r_sd
+                    run_ess = np.asarray(ess(draws))
+                    se = np.sqrt(1 / run_ess + 1 / ref_ess)        # Monte Carlo error of z (both runs), in sds
+                    worst = int(np.argmax(np.abs(z)))
+                    sd_ratio = draws[..., 0].std() / r_sd[0]
+                    kept_passes = (n_iter - burn) * per_iter / args.T
+                    ess_pass = float(np.min(run_ess)) / kept_passes
+                    start = (draws[:, 0, 0].mean() - r_mean[0]) / r_sd[0]    # A at the end of burn-in
+                    rows[key].append([phi, moments, h, n_iter, round(float(start), 2), f"{z[0]:+.2f} ± {se[0]:.2f}",
+                                      f"{abs(z[worst]):.2f} ± {se[worst]:.2f}", round(float(sd_ratio), 2),
+                                      round(ess_pass, 3), round(cpu, 1), ""])
+                    print(key, rows[key][-1], flush=True)
+    common = (f"{args.chains} chains from (phi, psi_Q, psi_R) = (0.2, 1, 1), the second half kept. Reference: "
+              "random-walk Metropolis on the exact posterior, 64 chains x 4000 kept draws. "
+              "A gap: (mean of A over the chains at the end of burn-in - reference mean) / reference sd; "
+              "A bias: (mean of A - reference mean) / reference sd, ± its Monte Carlo error "
+              "sqrt(1/ESS + 1/ESS_ref); max |bias|: the same for the worst of (A, |psi_Q|, |psi_R|); "
+              "sd ratio A: sd of A / reference sd; min ESS / pass: smallest bulk ESS over the coordinates "
+              "(all chains) per data pass of one chain in the kept half; CPU s: process time of the run.")
+    columns = ["phi", "moments", "h", "iterations", "A gap (sd)", "A bias (sd)", "max |bias| (sd)", "sd ratio A",
+               "min ESS / pass", "CPU s", "note"]
+    tables = {}
+    for key, (estimator, opts, n_iter, per_iter, grid) in runs.items():
+        what = (f"buffered gradients S = {args.S}, B = {args.B}, {n_iter} iterations ({args.passes:g} data passes)"
+                if estimator == "buffered" else f"exact gradients (Kalman smoother), {n_iter} iterations (data passes)")
+        notes = f"Scalar LGSSM, Q = 0.5, R = 1, T = {args.T}; SGRLD with {what}; " + common
+        tables[key] = {"columns": columns, "rows": rows[key], "notes": notes}
+    path = write_results(args.results or "ssm_fisher", tables)
+    print(f"wrote {path}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--study", choices=["samplers", "fisher"], default="samplers")
+    p.add_argument("--phis", type=float, nargs="+", default=[0.5, 0.9, 0.99], help="fisher study: phi of the LGSSM")
+    p.add_argument("--passes", type=float, default=100.0, help="fisher study: data passes per chain (buffered)")
+    p.add_argument("--full-iter", type=int, default=1000, help="fisher study: iterations with exact gradients")
+    p.add_argument("--full-h", type=float, nargs="+", default=[1.0, 0.3, 0.1], help="fisher study: steps, exact gradients")
     p.add_argument("--T", type=int, default=10_000)
     p.add_argument("--S", type=int, default=20)
     p.add_argument("--B", type=int, default=10)
@@ -94,8 +203,16 @@ def main(argv=None):
     p.add_argument("--eps", type=float, nargs="+", default=[1.0, 0.3, 0.1, 0.03, 0.01, 0.001], help="SGLD: h = 2 eps / T")
     p.add_argument("--h", type=float, nargs="+", default=[1.0, 0.3, 0.1, 0.03, 0.01, 0.001], help="SGRLD steps (metric scale)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--results", default="ssm-precond")
+    p.add_argument("--results", default=None)
     args = p.parse_args(argv)
+    if args.study == "fisher":
+        if args.T == 10_000:
+            args.T = 1000
+        if args.h == [1.0, 0.3, 0.1, 0.03, 0.01, 0.001]:
+            args.h = [1.0, 0.3, 0.1, 0.03, 0.01]
+        fisher_study(args)
+        return
+    args.results = args.results or "ssm-precond"
     rows = []
     for name, make in (("LGSSM", lgssm_problem), ("Gaussian HMM", hmm_problem)):
         model, init = make(args.T, args.seed)
