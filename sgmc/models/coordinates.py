@@ -4,7 +4,7 @@ Columns on their natural scales (age in years, income in currency units, a 0/1 f
 posterior whose curvature spans many orders of magnitude, so no single step size suits every
 direction: a step small enough for the stiffest coordinate leaves the others where they started.
 In the coordinates z with theta = L z the posterior is the same distribution (the log density of z
-is that of theta at L z plus the constant log |det L|), and gradients follow by the chain rule,
+is that of theta at L z plus the constant log abs(det L)), and gradients follow by the chain rule,
 grad_z = L^T grad_theta. With L from the Laplace scale at the mode (L^T H L = I for H the negative
 Hessian there, :func:`laplace_factor`) or from the columns' location and scale
 (:func:`standardising_factor`), z is close to standard normal, which is the setting in which the
