@@ -213,12 +213,12 @@ def test_bad_options():
 @pytest.mark.slow
 def test_sgrld_samples_the_lgssm_posterior():
     """SGRLD with the Fisher metric and exact gradients against exact (Metropolis-adjusted) MALA."""
-    theta0 = np.array([0.7, 1.2, 1.5])
-    _, y = LGSSM.simulate_scalar(backends.default_rng(11), 15, theta0)
+    theta0 = np.array([0.6, 1.0, 2.0])
+    _, y = LGSSM.simulate_scalar(backends.default_rng(11), 40, theta0)
     model = LGSSM(np.asarray(y))
     common = dict(chains=64, init=theta0, rng=0, progress=False)
     ref = sgmc.sample(model, "mala", step_size=0.02, n_iter=3000, burn_in=500, **common)
-    run = sgmc.sample(model, "sgrld", "full", step_size=0.02, n_iter=3000, burn_in=500, **common)
+    run = sgmc.sample(model, "sgrld", "full", step_size=0.2, n_iter=3000, burn_in=500, **common)
     d_ref, d_run = np.asarray(ref.draws), np.asarray(run.draws)            # (chains, draws, dim)
     for f in (lambda d: d, lambda d: d * d):
         m_ref, se_ref = replicate_mean(f(d_ref).mean(axis=1))
