@@ -307,3 +307,24 @@ def test_command_reports_the_conditioning_only_for_data(tmp_path, capsys):
     assert "income" in out  # coefficients by the columns' names
     assert main(["run", "--quick", "--iters", "200", "--no-progress", "--model", "linear"]) == 0
     assert "conditioning:" not in capsys.readouterr().out
+
+
+def test_conditioned_glm_on_every_backend(xb):
+    """The model in z gives NumPy's values on every backend (same namespace and device as its data)."""
+    X, y, _ = patients(n=300)
+    Xi = np.column_stack([np.ones(len(y)), X])
+    host = LogisticRegression(Xi, y)
+    S = standardising_factor(Xi)
+    z_host = conditioned(host, S)
+    model = LogisticRegression(xb.asarray(Xi), xb.asarray(y))
+    z_model = conditioned(model, standardising_factor(model.X))
+    z = np.random.default_rng(4).normal(size=(3, 4))
+    tol = 1e-4 if xb.float_dtype == "float32" else 1e-10
+    got = xb.to_numpy(z_model.grad_log_posterior(xb.asarray(z)))
+    assert np.allclose(got, z_host.grad_log_posterior(z), rtol=tol, atol=tol * np.abs(got).max())
+    got = xb.to_numpy(z_model.log_posterior(xb.asarray(z)))
+    assert np.allclose(got, z_host.log_posterior(z), rtol=tol)
+    theta = z_model.to_theta(xb.asarray(z))
+    assert np.allclose(xb.to_numpy(theta), z_host.to_theta(z), rtol=tol)
+    assert np.allclose(xb.to_numpy(z_model.from_theta(theta)), z, rtol=100 * tol, atol=100 * tol)
+    assert np.allclose(xb.to_numpy(standardising_factor(model.X)), S, rtol=tol)
