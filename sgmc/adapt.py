@@ -79,7 +79,7 @@ class AutoStep:
         above a 50th of them, or fewer than 200 effective draws over all chains) is raised toward it,
         to the smallest step that mixes. When no step within the tolerance mixes, the smallest step
         that does is used, and a :class:`StepSizeBiasWarning` names its estimated sd
-        inflation when that exceeds 1.2. None keeps the KSD choice as it is.
+        inflation when that exceeds 1.2 (or ``sd_tolerance``, if larger). None keeps the KSD choice.
 
     Examples
     --------
@@ -186,7 +186,8 @@ class AdaptResult:
         and ``sd_inflation`` (None where not estimated; otherwise ``low`` and ``high``, the smallest
         and largest ratio of the stationary marginal sds to the local Gaussian's at the chosen step,
         ``worst`` = max(high, 1 / low), ``tau`` its autocorrelation time in iterations,
-        ``at_ksd_step`` the same ratios at the ladder's choice, and ``bounded``: worst <= 1.2).
+        ``at_ksd_step`` the same ratios at the ladder's choice, and ``bounded``: worst <= 1.2, or
+        ``sd_tolerance`` if larger).
     """
 
     step_size: float
@@ -392,7 +393,7 @@ _PER_CHAIN, _TOTAL = 50.0, 200.0
 def _bound_bias(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rng: Any, position: Any, h: float,
                 n_after: int, chains: int) -> tuple:
     """``(step, report, passes)``: ``h`` lowered to keep the estimated sd inflation within
-    ``auto.sd_tolerance`` where the run's length lets that step mix; a warning where it stays above 1.2."""
+    ``auto.sd_tolerance`` where the run's length lets that step mix; a warning where it stays above 1.2 (or the tolerance)."""
     local = local_gaussian(model, estimator, position, rng)
     if local is None:
         return h, None, 0.0
@@ -408,7 +409,7 @@ def _bound_bias(auto: AutoStep, model: Any, sampler: Any, estimator: Any, rng: A
     step, est = bound_step(evaluate, h, auto.sd_tolerance, budget)
     if est is None:
         return h, None, passes
-    report = dict(est, at_ksd_step=at_ksd, bounded=est["worst"] <= _WARN_AT)
+    report = dict(est, at_ksd_step=at_ksd, bounded=est["worst"] <= max(_WARN_AT, auto.sd_tolerance))
     if not report["bounded"]:
         msg = (f"step_size='auto' chose {step:.4g}, where the posterior sds are estimated to be off by a factor "
                f"{est['worst']:.3g} (stationary sd ratios {est['low']:.3g} to {est['high']:.3g} on the local Gaussian "

@@ -138,3 +138,22 @@ def test_a_run_too_short_to_bound_the_bias_warns_with_the_estimate(regression):
     assert not bias["bounded"] and bias["worst"] > 1.2
     message = str([w for w in rec if issubclass(w.category, StepSizeBiasWarning)][0].message)
     assert f"factor {bias['worst']:.3g}" in message and "600 iterations after burn-in" in message
+
+
+@pytest.mark.filterwarnings("ignore::sgmc.diagnostics.mixing.MixingWarning")   # the cost is checked, not the draws
+@pytest.mark.parametrize("estimator,per_estimate", [("minibatch", 50), ("cv", 100)])
+def test_the_bias_check_is_counted_in_the_data_passes(estimator, per_estimate):
+    """At a tolerance that keeps the ladder's step (and does not warn: its estimated factor 1.3-1.4
+    is within it), the run differs from one without the check only by
+    the check's cost per chain: 16 gradient estimates (n = 50 of N = 500 points; twice that for a
+    control variate), one exact gradient and the GLM's one-pass Hessian."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 2))
+    model = LinearRegression(X, X @ np.array([1.0, -1.0]) + rng.normal(size=500))
+    auto = {}
+    for tol in (None, 1.5):
+        trace = sgmc.sample(model, "sgld", estimator, batch_size=50, n_iter=4000, burn_in=600, chains=3, rng=1,
+                            step_size=AutoStep(window=60, n_ksd=24, sd_tolerance=tol), progress=False)
+        auto[tol] = trace.info["step_size_auto"]
+    assert auto[1.5]["step_size"] == auto[None]["step_size"] and auto[1.5]["sd_inflation"]["bounded"]
+    assert auto[1.5]["data_passes"] - auto[None]["data_passes"] == pytest.approx(16 * per_estimate / 500 + 2, rel=1e-12)
