@@ -58,8 +58,10 @@ __all__ = ["main", "build_parser"]
 PROG = "sgmc"
 
 # The embedded default job (the review's section 6.1 with d = 10) and the --quick smoke-test job.
-FULL = {"n": 100_000, "dim": 10, "n_test": 10_000, "iters": 20_000, "ref_chains": 2}
-QUICK = {"n": 5_000, "dim": 10, "n_test": 2_000, "iters": 2_000, "ref_chains": 2}
+# Four chains by default, so that R-hat can compare chains (sgmc.diagnostics.mixing marks a row whose
+# chains have not mixed); one for the smoke test.
+FULL = {"n": 100_000, "dim": 10, "n_test": 10_000, "iters": 20_000, "ref_chains": 2, "chains": 4}
+QUICK = {"n": 5_000, "dim": 10, "n_test": 2_000, "iters": 2_000, "ref_chains": 2, "chains": 1}
 # The MALA reference (see _mala_reference): iterations per chain between these bounds, and its pilots.
 REF_ITERS_MIN, REF_ITERS_MAX = 300, 1_500
 REF_PILOTS, REF_PILOT_ITERS = 2, 50
@@ -247,7 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="iterations discarded; for the estimators that find the mode first (cv, ps, "
                      "cv-ps, adaptive-cv, adaptive-cv-ps), optimiser steps instead (default: half of --iters; "
                      "for those estimators at most 1000 Adam steps where Newton steps finish the search)")
-    run.add_argument("--chains", type=_int_at_least(1), default=1, metavar="C", help="chains per method (default: 1)")
+    run.add_argument("--chains", type=_int_at_least(1), default=None, metavar="C",
+                     help="chains per method (default: 4; 1 with --quick)")
     run.add_argument("--seed", type=_int_at_least(0), default=0, metavar="S", help="seed for data and samplers (default: 0)")
     run.add_argument("--reference-iters", type=_int_at_least(10), metavar="R",
                      help="iterations per chain of the MALA reference (default: enough for degree-2 control "
@@ -846,6 +849,8 @@ def _command_run(args) -> int:
 
 def _run_command(args) -> int:
     cfg = QUICK if args.quick else FULL
+    if args.chains is None:
+        args.chains = cfg["chains"]
     batch_given = args.batch_size is not None
     if not batch_given:
         args.batch_size = 0.01
