@@ -198,7 +198,7 @@ def test_user_csv(tmp_path):
         for x, label in zip(X, y):
             fh.write(f"{x[0]:.6f},{x[1]:.6f},{x[2]:.6f},{int(label)}\n")
     code, out, err = _run(["run", "--no-progress", "--data", str(path), "--target", "outcome", "--intercept",
-                           "--iters", "600", "--batch-size", "50", "--seed", "1"])
+                           "--iters", "600", "--batch-size", "50", "--seed", "1", "--chains", "1"])
     assert code == 0, err
     assert "mine.csv" in out and "'outcome'" in out and "4 features incl. intercept" in out
     rows = _table(out)
