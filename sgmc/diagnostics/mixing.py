@@ -166,11 +166,12 @@ def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_m
     xh = hx.asarray(backends.to_numpy(x), dtype=hx.float64)
     reasons = []
     sd = hx.std(xh, axis=1)                                             # (chains, dims)
-    const = [(c, names[i]) for c in range(chains) for i in range(len(names)) if not sd[c, i] > 0]
+    still = hx.argwhere(~(sd > 0))                                    # (pairs, 2): chain, coordinate
+    const = [(int(c), names[int(i)]) for c, i in still[:1]] if still.shape[0] else []
     if const:
         c, i = const[0]
         reasons.append({"check": "stuck", "chain": c, "coordinate": i, "value": 0.0, "limit": STUCK_RATIO,
-                        "text": f"chain {c} did not move: its draws are constant in {len(const)} chain-coordinate "
+                        "text": f"chain {c} did not move: its draws are constant in {int(still.shape[0])} chain-coordinate "
                                 f"pair(s) (first: coordinate {i})", "fix": _FIX_STUCK})
     elif chains > 1:
         within = hx.sqrt(hx.mean(sd * sd, axis=0))
