@@ -16,6 +16,8 @@ TINY = {"n": 2000, "iters": 200, "sgd_steps": 100, "pilot_iters": 60, "grid": (1
         "truth_draws": 200, "nuts": False, "clock": "cpu", "chunk_seconds": 0.1}
 
 
+# the tiny budget's chains are far too short to mix (MixingWarning); the test is about the clock and the table
+@pytest.mark.filterwarnings("ignore::sgmc.diagnostics.mixing.MixingWarning")
 def test_cpu_budget_is_spent_in_chunks_and_figure2_table_is_written(tmp_path):
     res = experiments.reproduce("logistic-figures", tmp_path, quick=True, seed=2, progress=False, **TINY)
     meta = json.loads((tmp_path / "meta.json").read_text())

@@ -13,7 +13,7 @@ from sgmc import backends
 from sgmc.ssm import AR, GARCH, LGSSM, GaussianHMM
 from sgmc.ssm._divergence import guarded, is_numerical_failure
 from sgmc.ssm.stepsize import step_unit
-from sgmc.tuning import default_grid
+from sgmc.tuning import StepSizeEdgeWarning, default_grid
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +67,9 @@ def test_guard_passes_good_results_and_other_errors():
 
 
 def test_tuning_marks_a_diverged_grid_point_and_carries_on(lgssm_y):
-    res = sgmc.tune_step_size(LGSSM(lgssm_y), "sgld", "buffered", grid=[1e-4, 1e-2], pilot_iters=200,
-                              chains=2, rng=0, n_ksd=100, init=[0.9, 2.0, 2.0], batch_size=20)
+    with pytest.warns(StepSizeEdgeWarning):          # the grid as given (no extension), its best at an edge
+        res = sgmc.tune_step_size(LGSSM(lgssm_y), "sgld", "buffered", grid=[1e-4, 1e-2], pilot_iters=200,
+                                  chains=2, rng=0, n_ksd=100, init=[0.9, 2.0, 2.0], batch_size=20, extend=0)
     rows = {r["step_size"]: r for r in res.table}
     assert rows[1e-2]["diverged"] and math.isinf(rows[1e-2]["ksd"])
     assert not rows[1e-4]["diverged"] and res.best == 1e-4
