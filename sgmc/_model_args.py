@@ -14,7 +14,24 @@ from . import backends
 from ._array_api import Array, check_finite, check_real_dtype, is_array
 from ._validation import describe
 
-__all__ = ["model_points"]
+__all__ = ["model_points", "model_array"]
+
+
+def model_array(model: Any, value: Any, name: str, expected: str, refuse: tuple = (str, bytes, dict, set)) -> Any:
+    """``value`` as an array of ``model``'s namespace, dtype and device, if it is not one already.
+
+    ``None``, instances of ``refuse`` and what the namespace cannot convert raise ``TypeError``:
+    "`name` must be EXPECTED; got ...". Shapes and values are the caller's to check.
+    """
+    if is_array(value):
+        return value
+    try:
+        if value is None or isinstance(value, refuse):
+            raise TypeError
+        return model.xp.asarray(value, dtype=model.dtype, device=model.device)
+    except (TypeError, ValueError):
+        msg = f"`{name}` must be {expected}; got {describe(value)}"
+        raise TypeError(msg) from None
 
 
 def model_points(model: Any, value: Any, name: str, *, batched: bool = True, with_rank: bool = False) -> Any:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._array_api import Array, is_array
-from .._model_args import model_points
-from .._validation import check_batch_size, check_choice, check_model, describe
+from .._array_api import Array
+from .._model_args import model_array, model_points
+from .._validation import check_batch_size, check_choice, check_model
 
 __all__ = ["pseudo_variance"]
 
@@ -141,14 +141,7 @@ def _weights(model: Any, weights: Any) -> Array:
     """Sampling weights given as numbers: a non-negative finite ``(n_data,)`` array, not all zero."""
     xp, n = model.xp, model.n_data
     expected = f"'uniform', 'exact', 'approx', 'lipschitz' or an array of {n} non-negative weights"
-    if not is_array(weights):
-        try:
-            if weights is None or isinstance(weights, (bytes, dict, set)):
-                raise TypeError
-            weights = xp.asarray(weights, dtype=model.dtype, device=model.device)
-        except (TypeError, ValueError):
-            msg = f"`weights` must be {expected}; got {describe(weights)}"
-            raise TypeError(msg) from None
+    weights = model_array(model, weights, "weights", expected, refuse=(bytes, dict, set))
     if tuple(weights.shape) != (n,) or not xp.isdtype(weights.dtype, ("real floating", "integral")):
         msg = f"`weights` must be {expected}; got an array of shape {tuple(weights.shape)} and dtype {weights.dtype}"
         raise ValueError(msg)

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from .._array_api import Array, array_namespace, device_of
 from .._validation import check_int, check_positive
 from .base import SamplerBase, StepInfo, _lambda_max, add_costs, noise_estimate_of
-from .integrators import drift, kick
+from .integrators import drift, kick, thermostat_start
 from .metrics import sym_sqrt
 
 __all__ = ["SGHMC", "SGNHT", "SGHMCState", "SGNHTState", "NoiseCorrectionError"]
@@ -201,10 +201,7 @@ class SGNHT(SamplerBase):
         self.diffusion = check_positive(diffusion, "diffusion")
 
     def init(self, rng, position, estimator, est_state=None):
-        xp = array_namespace(position)
-        g, est_state, _ = self.start(rng, position, estimator, est_state)
-        rho = rng.normal(tuple(position.shape), dtype=position.dtype)
-        xi = xp.full((position.shape[0],), self.diffusion, dtype=position.dtype, device=device_of(position))
+        rho, xi, g, est_state = thermostat_start(self, rng, position, estimator, est_state, self.diffusion)
         return SGNHTState(position, rho, xi, g, est_state)
 
     def step(self, rng, state, estimator, step_size):

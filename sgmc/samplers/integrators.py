@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._array_api import Array
+from .._array_api import Array, array_namespace, device_of
 
-__all__ = ["langevin", "kick", "drift"]
+__all__ = ["langevin", "kick", "drift", "thermostat_start"]
 
 
 def langevin(x: Array, g: Array, h: float, z: Array, precond: Any = None, sqrt: Any = None) -> Array:
@@ -42,3 +42,17 @@ def kick(rho: Array, g: Array, h: float, friction: Any, noise_sd: Any, z: Array)
 def drift(x: Array, rho: Array, h: float) -> Array:
     """Position update theta + (h/2) rho."""
     return x + (0.5 * h) * rho
+
+
+def thermostat_start(sampler: Any, rng: Any, position: Array, estimator: Any, est_state: Any,
+                     diffusion: float) -> tuple:
+    """The start of a Nose-Hoover thermostat sampler (SGNHT, BADODAB): the first gradient estimate,
+    momenta drawn N(0, I) and one thermostat per chain at ``diffusion``.
+
+    Returns ``(rho, xi, grad, est_state)``.
+    """
+    xp = array_namespace(position)
+    g, est_state, _ = sampler.start(rng, position, estimator, est_state)
+    rho = rng.normal(tuple(position.shape), dtype=position.dtype)
+    xi = xp.full((position.shape[0],), diffusion, dtype=position.dtype, device=device_of(position))
+    return rho, xi, g, est_state

@@ -29,9 +29,10 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .._array_api import Array, array_namespace, device_of
+from .._array_api import Array, array_namespace
 from .._validation import check_positive
 from .base import SamplerBase, StepInfo, _lambda_max
+from .integrators import thermostat_start
 
 __all__ = ["BAOAB", "BADODAB", "BAOABState", "BADODABState"]
 
@@ -178,10 +179,7 @@ class BADODAB(_Splitting):
         self.thermostat_mass = None if thermostat_mass is None else check_positive(thermostat_mass, "thermostat_mass")
 
     def init(self, rng, position, estimator, est_state=None):
-        xp = array_namespace(position)
-        g, est_state, _ = self.start(rng, position, estimator, est_state)
-        rho = rng.normal(tuple(position.shape), dtype=position.dtype)
-        xi = xp.full((position.shape[0],), self.diffusion, dtype=position.dtype, device=device_of(position))
+        rho, xi, g, est_state = thermostat_start(self, rng, position, estimator, est_state, self.diffusion)
         return BADODABState(position, rho, xi, g, est_state)
 
     def step(self, rng, state, estimator, step_size):

@@ -31,7 +31,8 @@ from typing import Any, NamedTuple
 
 from .. import backends
 from .._array_api import Array, array_namespace, check_finite, is_array
-from .._validation import check_alloc, check_int, check_positive, describe
+from .._model_args import model_array
+from .._validation import check_alloc, check_int, check_positive
 from .base import StateSpaceModel, as_series
 from .fisher import SSMFisherMetric
 from .kalman import kalman_loglik, kalman_stats, precision_grads, stationary_covariance
@@ -55,14 +56,7 @@ class LGSSMParams(NamedTuple):
 def simulation_theta(model: Any, theta: Any) -> Array:
     """The one ``theta`` a simulator runs at, as a finite ``(1, dim)`` array; errors name ``theta``."""
     xp = model.xp
-    if not is_array(theta):
-        try:
-            if theta is None or isinstance(theta, (str, bytes, dict)):
-                raise TypeError
-            theta = xp.asarray(theta, dtype=model.dtype, device=model.device)
-        except (TypeError, ValueError):
-            msg = f"`theta` must be an array of shape ({model.dim},); got {describe(theta)}"
-            raise TypeError(msg) from None
+    theta = model_array(model, theta, "theta", f"an array of shape ({model.dim},)", refuse=(str, bytes, dict))
     if tuple(theta.shape) not in ((model.dim,), (1, model.dim)):
         msg = f"`theta` must have shape ({model.dim},); got {tuple(theta.shape)}"
         raise ValueError(msg)
