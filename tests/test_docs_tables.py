@@ -56,14 +56,16 @@ def test_write_results_records_provenance(tmp_path):
 
 
 def test_write_results_rejects_bad_tables(tmp_path):
+    # the command is given: the default (this process's argv) names the interpreter's pytest, an
+    # absolute path wherever the environment lives outside the repository
     with pytest.raises(ValueError, match="row 0 has 2 cells"):
-        write_results("x", {"t": {"columns": ["a", "b", "c"], "rows": [[1, 2]]}}, directory=tmp_path)
+        write_results("x", {"t": {"columns": ["a", "b", "c"], "rows": [[1, 2]]}}, command="python x.py", directory=tmp_path)
     with pytest.raises(ValueError, match="'failed'"):
-        write_results("x", {"t": {"columns": ["a"], "rows": [[float("nan")]]}}, directory=tmp_path)
+        write_results("x", {"t": {"columns": ["a"], "rows": [[float("nan")]]}}, command="python x.py", directory=tmp_path)
     with pytest.raises(ValueError, match="name"):
-        write_results("../x", {"t": TABLE}, directory=tmp_path)
+        write_results("../x", {"t": TABLE}, command="python x.py", directory=tmp_path)
     with pytest.raises(TypeError, match="non-empty dict"):
-        write_results("x", {}, directory=tmp_path)
+        write_results("x", {}, command="python x.py", directory=tmp_path)
     assert not list(tmp_path.iterdir())
 
 
