@@ -74,7 +74,7 @@ def pseudo_variance(
     >>> float(pseudo_variance(model, np.array([1.0]), 1, "exact"))    # (1 + 9)^2 - 10^2
     0.0
     """
-    from ..estimators.preferential import _blocks, _normalise, cv_ps_weights, ps_weights, WEIGHT_FLOOR
+    from ..estimators.weights import _blocks, _normalise, cv_ps_weights, ps_weights, WEIGHT_FLOOR
 
     xp = check_model(model, methods=("grad_log_lik",), purpose="pseudo_variance (per-datum gradients)").xp
     if not isinstance(getattr(model, "n_data", None), int) or model.n_data < 1:

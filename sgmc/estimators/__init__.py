@@ -4,7 +4,7 @@ Every estimator follows one contract (:class:`GradientEstimator`): ``init(rng, p
 est_state`` and ``estimate(rng, est_state, position) -> (grad, est_state, EstimateInfo)``, with no
 state on the estimator object. Names accepted by :func:`sgmc.sample`: ``"full"``, ``"minibatch"``,
 ``"cv"``, ``"svrg"``, the preferential and adaptive estimators of Putcha et al. (2023) ``"ps"``,
-``"cv-ps"``, ``"adaptive-cv"``, ``"adaptive-cv-ps"`` (:mod:`.preferential`), ``"saga"`` and ``"dpp"``
+``"cv-ps"`` (:mod:`.preferential`), ``"adaptive-cv"``, ``"adaptive-cv-ps"`` (:mod:`.adaptive`), ``"saga"`` and ``"dpp"``
 ``"minibatch-noise"`` (with an estimate of its own error covariance), ``"cv-switch"`` (the control
 variate within ``radius=`` of its centre), ``"noisy"`` with ``noise_sd=``, and for state space models
 ``"buffered"`` (:class:`sgmc.ssm.Buffered`, registered when :mod:`sgmc.ssm` is imported, which ``import
@@ -29,16 +29,10 @@ from .base import (
 )
 from .control_variates import SVRG, ControlVariate, ControlVariateState, SVRGState
 from .dpp import KDPP, DPPSubsampling, linear_kernel
-from .preferential import (
-    AdaptiveControlVariate,
-    AdaptiveControlVariatePS,
-    ControlVariatePS,
-    PreferentialSubsampling,
-    alias_draw,
-    alias_table,
-    cv_ps_weights,
-    ps_weights,
-)
+from .adaptive import AdaptiveControlVariate, AdaptiveControlVariatePS
+from .alias import alias_draw, alias_table
+from .preferential import ControlVariatePS, PreferentialSubsampling
+from .weights import cv_ps_weights, ps_weights
 from .v0 import calibrate_v0, laplace_v0, pilot_distances
 from .saga import SAGA, SAGAState
 from .noise import MinibatchNoise, NoiseState, SwitchingControlVariate
