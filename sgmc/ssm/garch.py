@@ -35,7 +35,7 @@ from .._array_api import Array, array_namespace, check_finite, is_array
 from .._validation import check_choice, check_int, check_positive
 from .base import StateSpaceModel, _absent
 from .garch_kernel import SCORES, GARCHKernel
-from .particle import _LOG_2PI
+from .particle_kernel import _LOG_2PI
 
 __all__ = ["GARCH", "GARCHParams", "GARCHKernel"]
 

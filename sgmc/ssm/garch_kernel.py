@@ -32,7 +32,7 @@ from typing import Any
 
 from .._array_api import Array
 from .._validation import check_choice
-from .particle import _LOG_2PI, KernelBase, _stack_terms, _y_like
+from .particle_kernel import _LOG_2PI, KernelBase, _stack_terms, _y_like
 
 __all__ = ["GARCHKernel"]
 

@@ -354,11 +354,11 @@ class LGSSM(StateSpaceModel):
 
     # -- particles (scalar model) ----------------------------------------------------------------------
     def particle_kernel(self, theta_batch: Array) -> Any:
-        """The scalar model's particle kernel (optimal proposal), from :mod:`sgmc.ssm.particle`."""
+        """The scalar model's particle kernel (optimal proposal), from :mod:`sgmc.ssm.lgssm_kernel`."""
         if self.n != 1 or self.m != 1:
             msg = f"particle methods for the LGSSM need state_dim = obs_dim = 1; got n={self.n}, m={self.m}"
             raise ValueError(msg)
-        from .particle import ScalarLGSSMKernel
+        from .lgssm_kernel import ScalarLGSSMKernel
 
         # the kernel squares sigma and tau for variances and reads 1/sigma, 1/tau as the signed psi, so the
         # signs of psi_sigma and psi_tau are kept (scalar_params returns the positive scales)

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 from .._array_api import Array, is_array
 from .._validation import check_int, check_positive
 from .base import StateSpaceModel
-from .particle import _LOG_2PI, KernelBase, _stack_terms, _y_like
+from .particle_kernel import _LOG_2PI, KernelBase, _stack_terms, _y_like
 
 __all__ = ["StochasticVolatility", "SVParams", "SVKernel"]
 
