@@ -28,13 +28,19 @@ iterations. Chains start away from the truth. Each method runs at every step of 
 ``eps in {1, 0.1, 0.01, 0.001}`` (SGLD ``h = 2 eps / T``; SGRLD ``h = 2 eps`` on its metric, which
 carries the factor ``T``) and keeps the step with the smallest KSD; a run that diverges is reported
 as such. The KSD (IMQ kernel, :func:`sgmc.diagnostics.ksd`) is computed per chain over the second
-half of its draws (``--keep`` thinned draws per chain) with the scores of the posterior at those
-draws: exact gradients (Kalman smoother, forward-backward) where the likelihood is tractable, a
-particle smoother over the whole series (``--score-particles``, 1000) otherwise; the table shows the mean
-and standard deviation over chains, as the thesis's tables do. The time to score is bounded: it is
-``chains x keep`` full-series gradients (``keep`` at most ``1e7 / T`` draws per chain for exact scores,
-``1e8 / (T x particles x chains)`` for particle scores, at least 10), run through the compiled exact
-recursions where they exist, and is reported.
+half of its draws (thinned draws per chain: ``--keep``, 50, bounded as below) with the scores of the
+posterior at those draws: exact gradients (Kalman smoother, forward-backward) where the likelihood is
+tractable, a particle smoother over the whole series (``--score-particles``, 1000) otherwise; the table
+shows the mean and standard deviation over chains, as the thesis's tables do. The time to score is
+bounded: it is ``chains x keep`` full-series gradients, run through the compiled exact recursions where
+they exist, and is reported. :func:`scored_per_chain` sets ``keep``: ``--keep``, at most
+``max(10, 1e7 / T)`` for exact scores and ``max(10, 1e8 / (T x particles x chains))`` otherwise (the
+SLDS, which is not scored, averages that many draws for its posterior means), and at most half the
+iterations: 10 at ``T = 10^6`` and on the exchange-rate series, 2 for a run of 4 iterations. Every
+table has the column ``scored draws per chain`` with each row's number, and its note
+(:func:`table_notes`) is generated from those rows, naming the rows whose runs made under 100
+iterations in the budget (budget-bound). ``docs/ssm_ksd_control.py`` reruns a table at longer budgets
+(the budget control).
 
 Run ``python docs/ssm_ksd_table.py --table 3.3`` (``--T 10000 1000000`` sets the series lengths;
 ``--quick`` for a smoke run). Each table writes ``docs/results/ssm_ksd_<table>.json``.
@@ -198,6 +204,24 @@ def scores_at(prob, draws, n_particles, seed):
     return np.concatenate(out)
 
 
+def score_cap(T, score, settings):
+    """The most thinned draws per chain scored (or, without a score, averaged): the scoring time is
+    bounded at about 1e7 series points per chain for exact scores, ``1e8 / (T x particles x chains)``
+    draws otherwise (also where nothing is scored), and never below 10."""
+    if score == "exact":
+        cap = 1e7 / T
+    else:
+        cap = 1e8 / (T * settings["score_particles"] * settings["chains"])
+    return max(10, int(cap))
+
+
+def scored_per_chain(n_iter, T, score, settings):
+    """Draws per chain a run of ``n_iter`` iterations keeps: ``--keep``, at most :func:`score_cap`, at
+    most half the iterations (the second half is kept), at least 1. ``settings`` holds the script's
+    options (``keep``, ``chains``, ``score_particles``), as ``vars(args)`` or a results file's."""
+    return max(1, min(int(settings["keep"]), score_cap(T, score, settings), n_iter // 2))
+
+
 def run_once(prob, method, eps, args, seed):
     """One run at one step: iterations from a CPU-time pilot, then the KSD per chain over the kept half."""
     sampler, estimator, opts = method
@@ -226,9 +250,7 @@ def run_once(prob, method, eps, args, seed):
             sgmc.sample(model, sampler, estimator, step_size=h, n_iter=pilot, **common)
             per_iter = max((time.process_time() - c0) / pilot, 1e-6)
         n_iter = int(min(args.max_iter, max(args.min_iter, args.budget / per_iter)))
-        # the scoring time is bounded: about 1e7 series points scored per chain, at least 10 draws
-        cap = 1e7 / T if prob.score == "exact" else 1e8 / (T * args.score_particles * args.chains)
-        keep = max(1, min(args.keep, max(10, int(cap)), n_iter // 2))
+        keep = scored_per_chain(n_iter, T, prob.score, vars(args))
         thin = max(1, (n_iter - n_iter // 2) // keep)
         c0, w0 = time.process_time(), time.perf_counter()
         tr = sgmc.sample(model, sampler, estimator, step_size=h, n_iter=n_iter, burn_in=n_iter - keep * thin,
@@ -239,7 +261,8 @@ def run_once(prob, method, eps, args, seed):
     draws = np.asarray(tr.draws)                       # (chains, keep, dim)
     if not np.all(np.isfinite(draws)):
         return {"diverged": "non-finite draws"}
-    row = {"n_iter": n_iter, "cpu": cpu, "wall": wall, "mean": draws.reshape(-1, model.dim).mean(axis=0)}
+    row = {"n_iter": n_iter, "cpu": cpu, "wall": wall, "mean": draws.reshape(-1, model.dim).mean(axis=0),
+           "scored": int(draws.shape[1])}
     if prob.score == "none":
         return row
     c0 = time.process_time()
@@ -267,6 +290,60 @@ def slds_error(prob, mean):
 def fmt(mean_sd):
     m, s = mean_sd
     return f"{m:.2f} ({s:.2f})"
+
+
+#: The column that says how many draws of each chain were scored (or averaged, for the SLDS).
+SCORED = "scored draws per chain"
+#: Fewer iterations than this in a run make its row budget-bound: the chains have barely left the start.
+FEW_ITERATIONS = 100
+
+
+def score_kind(table):
+    """How a table's draws are scored: exact scores, particle scores, or not at all (the SLDS)."""
+    return {"3.5": "particle", "slds": "none"}.get(table, "exact")
+
+
+def _cap_text(score, T, cap, settings):
+    if score == "exact":
+        return f"max(10, 1e7 / T) = {cap:g} at T = {T:g}"
+    return (f"max(10, 1e8 / (T x {settings['score_particles']} particles x {settings['chains']} chains)) = "
+            f"{cap:g}")
+
+
+def table_notes(table, columns, rows, settings):
+    """The note under a table, from what its rows record: the draws scored per chain (the column
+    :data:`SCORED`), the rows whose iterations make them budget-bound, and the protocol's settings."""
+    at = {c: i for i, c in enumerate(columns)}
+    ran = [r for r in rows if r[at["iterations"]] is not None]
+    score = score_kind(table)
+    verb = "averaged for the posterior means" if score == "none" else "scored"
+    parts = [f"{settings['chains']} chains from a common start away from the truth; {settings['budget']:g} s of "
+             f"CPU time per run (set by a pilot after a warm-up); the step of the grid {list(settings['eps'])} with "
+             "the smallest " + ("summed error" if table == "slds" else "total KSD (mean over chains)") + " is kept"]
+    if ran:
+        counts = sorted({int(r[at[SCORED]]) for r in ran})
+        keep = int(settings["keep"])
+        cap_by_T = {int(r[at["T"]]): score_cap(int(r[at["T"]]), score, settings) for r in ran}
+        limits = [f"--keep {keep}"] + [f"at most {_cap_text(score, T_, c, settings)}"
+                                       for T_, c in sorted(cap_by_T.items()) if c < keep]
+        if any(int(r[at[SCORED]]) < min(keep, cap_by_T[int(r[at["T"]])]) for r in ran):
+            limits.append("at most half the iterations")
+        which = (f"{counts[0]} in every row" if len(counts) == 1
+                 else f"{counts[0]} to {counts[-1]} by row (column '{SCORED}')")
+        parts.append(f"thinned draws per chain from the second half {verb}: {which} ({'; '.join(limits)})")
+        few = [f"{r[at['method']]} ({r[at['problem']]}): {r[at['iterations']]} iterations, {r[at[SCORED]]} draws"
+               for r in ran if int(r[at["iterations"]]) < FEW_ITERATIONS]
+        if few:
+            parts.append(f"budget-bound rows (under {FEW_ITERATIONS} iterations in the budget: their KSD is where so few "
+                         "iterations reach, not the sampler's accuracy at a longer run): " + "; ".join(few))
+    if table != "slds":
+        parts.append("log10 KSD mean (SD) over chains")
+    if table == "3.4":
+        parts.append(f"particle gradients N = {settings['particles']}; exact scores")
+    elif table == "3.5":
+        parts.append(f"particle gradients N = {settings['particles']}; scores by a full-series particle smoother "
+                     f"with {settings['score_particles']} particles")
+    return "; ".join(parts)
 
 
 def run_table(table, args):
@@ -316,7 +393,7 @@ def run_table(table, args):
                         elif best[0] == min(results):
                             queue.append(best[0] / 10)
                 rows.append((pname, int(prob.model.T), label, names, best, "; ".join(tried), prob))
-        cols = ["problem", "T", "method", "eps", "iterations", "CPU s", "wall s"]
+        cols = ["problem", "T", "method", "eps", "iterations", SCORED, "CPU s", "wall s"]
         if table == "slds":
             cols += ["MSE of A (posterior mean)", "MSE of Pi (posterior mean)"]
         elif var_cols == "mixed":
@@ -332,7 +409,7 @@ def run_table(table, args):
                 body.append(head + [None] * width + [tried])
                 continue
             eps, r = best
-            cells = [eps, r["n_iter"], round(r["cpu"], 1), round(r["wall"], 1)]
+            cells = [eps, r["n_iter"], r["scored"], round(r["cpu"], 1), round(r["wall"], 1)]
             if table == "slds":
                 cells += [f"{e:.2e}" for e in slds_error(prob, r["mean"])] + [None]
             else:
@@ -343,12 +420,7 @@ def run_table(table, args):
                     cells += [fmt(ks["total"])] + [fmt(ks[v]) for v in names]
                 cells += [round(r["score_cpu"], 1)]
             body.append(head + cells + [tried])
-        notes = (f"{args.chains} chains from a common start away from the truth; {args.budget:g} s of CPU time per run "
-                 f"(set by a pilot after a warm-up); the step of the grid {list(args.eps)} with the smallest "
-                 + ("summed error" if table == "slds" else "total KSD (mean over chains)")
-                 + f" is kept; {args.keep} thinned draws per chain from the second half"
-                 + ("" if table == "slds" else "; log10 KSD mean (SD) over chains")
-                 + (f"; particle gradients N = {args.particles}, scores by a full-series particle smoother with {args.score_particles} particles (3.5) or exact (3.4)" if table in ("3.4", "3.5") else ""))
+        notes = table_notes(table, cols, body, vars(args))
         tables["data" if T is None else f"T{T}"] = {"columns": cols, "rows": body, "notes": notes}
     return tables
 
@@ -365,7 +437,7 @@ def main(argv=None):
     ap.add_argument("--min-iter", type=int, default=4)
     ap.add_argument("--max-iter", type=int, default=50000)
     ap.add_argument("--keep", type=int, default=50,
-                    help="thinned draws per chain scored for the KSD (at most 1e7 / T, at least 10)")
+                    help="thinned draws per chain scored for the KSD (see scored_per_chain for the bounds)")
     ap.add_argument("--particles", type=int, default=1000)
     ap.add_argument("--score-particles", type=int, default=1000,
                     help="particles of the full-series smoother that scores the draws of the particle problems")
