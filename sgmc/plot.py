@@ -22,7 +22,7 @@ import numpy as np
 
 from . import backends
 from .diagnostics.cost_path import convergence_path
-from .diagnostics.ess import _acov_fft
+from .diagnostics._autocorr import _acov_fft
 
 __all__ = ["plot_trace", "plot_density", "plot_autocorr", "plot_pair", "plot_convergence", "trace_plot",
            "forecast_plot"]

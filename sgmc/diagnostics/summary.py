@@ -12,7 +12,8 @@ from typing import Any, Sequence
 from .. import backends
 from .._array_api import Array
 from .._param_names import check_param_names
-from .ess import _as_draws, _check_prob, ess, hdi, mcse, rhat
+from ._draws import _as_draws, _check_prob
+from .ess import ess, hdi, mcse, rhat
 
 __all__ = ["Summary", "summary"]
 
