@@ -220,7 +220,12 @@ class Decoder:
         seq = self._dec(d.get("seq"))
         if not isinstance(seq, np.random.SeedSequence):
             _bad(d)
-        gen = be.make_generator(seq, dev)  # the backend's own constructor
+        if d.get("k") == "HostGenerator":
+            # a host stream on any backend (a NumPy Generator given as `rng`, or a file written
+            # before the backend drew with a generator of its own)
+            gen = HostGenerator(be, seq, dev if dev is not None else be.default_device)
+        else:
+            gen = be.make_generator(seq, dev)  # the backend's own constructor
         if type(gen).__name__ != d.get("k"):
             msg = f"backend {be.name!r} makes a {type(gen).__name__} here, not a {str(d.get('k'))[:40]}"
             raise ValueError(msg)

@@ -1,4 +1,7 @@
-"""PyTorch backend through array-api-compat (CPU tensors; CUDA tensors work where torch has CUDA)."""
+"""PyTorch backend through array-api-compat (CPU tensors; CUDA tensors work where torch has CUDA).
+
+Random numbers are drawn on the tensors' device by :class:`~sgmc.backends._torch_random.TorchGenerator`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,8 @@ import torch
 from array_api_compat import torch as torch_compat
 
 from . import _scatter
-from ._base import Backend, HostGenerator, set_rows_inplace
+from ._base import Backend, set_rows_inplace
+from ._torch_random import TorchGenerator
 
 
 def _to_host(a) -> np.ndarray:
@@ -39,7 +43,7 @@ def make_backend() -> Backend:
     backend = Backend(
         name="torch",
         xp=torch_compat,
-        make_generator=lambda ss, device: HostGenerator(backend, ss, device),
+        make_generator=lambda ss, device: TorchGenerator(backend, ss, device),
         to_host=_to_host,
         from_host=_from_host,
         default_device=torch.device("cpu"),
