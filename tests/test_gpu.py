@@ -341,8 +341,21 @@ def test_resampling_degenerate_weights_at_a_million(scheme):
 
 def test_subsample_kernel_continues_short_rows_on_device(monkeypatch):
     from sgmc import _sampling
+    from sgmc.backends.cupy import _native
 
-    monkeypatch.setattr(_sampling, "oversample", lambda size, n_data: size + 1)
+    # one draw over the size, so that many rows fall short; patched where each path reads the name
+    # (the twin in sgmc._sampling, the kernel's host side in sgmc.backends.cupy._native)
+    kernel_calls = []
+
+    def short(size, n_data):
+        return size + 1
+
+    def short_native(size, n_data):
+        kernel_calls.append(size)
+        return size + 1
+
+    monkeypatch.setattr(_sampling, "oversample", short)
+    monkeypatch.setattr(_native, "oversample", short_native)
     for n_data, size, batch in [(400, 100, 512), (100_000, 100, 1024)]:
         a = backends.default_rng(3, backend="cupy")
         b = backends.default_rng(3, backend="cupy")
@@ -350,6 +363,7 @@ def test_subsample_kernel_continues_short_rows_on_device(monkeypatch):
         want = _sampling.subsample_twin(b, n_data, size, batch, False)
         np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(want))
         assert cp.asnumpy(a.uniform((4,))).tolist() == cp.asnumpy(b.uniform((4,))).tolist()
+    assert kernel_calls == [100, 100]  # the kernel ran, on rows of size + 1 draws
 
 
 def test_generator_state_is_plain_data_and_resumes():
