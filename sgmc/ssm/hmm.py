@@ -40,6 +40,7 @@ from .base import StateSpaceModel, as_series
 from .fisher import SSMFisherMetric
 from .hmm_scan import messages_scan
 from .hmm_params import first_state_smoother, fixed_precision_factor, make_prior, prior_grads, prior_terms
+from .kalman_paths import HMM_COSTS, prefer_scan
 from .lgssm import _BYTES_PER_PARAM, _selector, simulation_theta
 from .subsequence import Windows
 
@@ -142,20 +143,18 @@ def forward_backward(
 
 
 #: Where the backend has no compiled recursion, the parallel-in-time scan (:mod:`sgmc.ssm.hmm_scan`)
-#: replaces the sequential loop for series of ``SCAN_MIN_LENGTH`` or more positions whose batch size
-#: times ``ceil(log2 L)`` is at most ``SCAN_MAX_WORK``: the scan does that many times the loop's
-#: arithmetic in ``log2 L`` array operations instead of ``L`` (measured with NumPy, K = 3: one series
-#: of 1024 positions 16x faster, 64 windows of 256 positions 2.7x slower).
+#: replaces the sequential loop for series of ``SCAN_MIN_LENGTH`` or more positions where its modelled
+#: work is the smaller (:func:`sgmc.ssm.kalman_paths.prefer_scan` with ``HMM_COSTS``): few or long
+#: series take the scan, many short windows the loop, series longer than ``LOOP_MAX_LENGTH`` the scan.
 SCAN_MIN_LENGTH = 16
-SCAN_MAX_WORK = 128
 
 
 def messages(xp: Any, Pi: Array, p: Array, p0: Array, weight: Array | None) -> tuple[Array, Array, Array, Array]:
     """The normalised messages' outputs ``(logc, gamma, N, G)`` (see :func:`_messages_twin`).
 
     The backend's compiled recursion where it has one (``native(xp, "hmm_messages")``), else the
-    parallel-in-time scan for few long series (``SCAN_MIN_LENGTH``, ``SCAN_MAX_WORK``), else the
-    sequential twin.
+    parallel-in-time scan where its modelled work is the smaller (``SCAN_MIN_LENGTH``,
+    :mod:`sgmc.ssm.kalman_paths`), else the sequential twin.
     """
     fast = native(xp, "hmm_messages")
     if fast is not None:
@@ -163,7 +162,7 @@ def messages(xp: Any, Pi: Array, p: Array, p0: Array, weight: Array | None) -> t
         if out is not NotImplemented:
             return out
     b, L = p.shape[0], p.shape[1]
-    if L >= SCAN_MIN_LENGTH and b * math.ceil(math.log2(L)) <= SCAN_MAX_WORK:
+    if prefer_scan(HMM_COSTS, b, L, min_length=SCAN_MIN_LENGTH):
         return messages_scan(Pi, p, p0, weight)
     return _messages_twin(xp, Pi, p, p0, weight)
 

@@ -3,14 +3,16 @@
 With the one-step matrices ``E_t = Pi diag(p_t)`` (``p_t`` the emission densities at time t), the
 unnormalised forward message is ``p0^T E_1 ... E_t`` and the backward message ``E_{t+1} ... E_L 1``.
 Matrix products are associative, so all prefix products and all suffix products come from two
-scans of ``ceil(log2 L)`` rounds of batched ``K x K`` products (Hillis and Steele's scan; the same
+work-efficient scans (``sgmc.ssm.kalman_scan.associative_scan``: about ``2 L`` batched ``K x K``
+products in ``2 ceil(log2 L)`` rounds; the same
 construction as the parallel Kalman filter of Sarkka and Garcia-Fernandez 2021, IEEE TAC 66(1),
 with products of messages in place of Gaussian conditionals). Each partial product is kept scaled
 to sum one with its log scale beside it, so nothing under- or overflows however long the series.
 The smoothed marginals and the expected transitions then follow elementwise, exactly as in the
 sequential recursion (``sgmc.ssm.hmm._messages_twin``, which defines the result; the two agree to
-rounding). No Python loop runs over time: the work is ``O(L log L K^3)`` in ``O(log L)`` array
-operations, which suits GPUs and long series on backends without a compiled loop.
+rounding). No Python loop runs over time: the work is ``O(L K^3)`` in ``O(log L)`` array
+operations, which suits GPUs, JAX (it traces under ``jax.jit``) and long series on backends without
+a compiled loop.
 
 >>> import numpy as np
 >>> from sgmc.ssm.hmm_scan import messages_scan
@@ -23,6 +25,7 @@ operations, which suits GPUs and long series on backends without a compiled loop
 from __future__ import annotations
 
 from .._array_api import Array, array_namespace, device_of
+from .kalman_scan import associative_scan
 
 __all__ = ["messages_scan", "prefix_products"]
 
@@ -39,20 +42,12 @@ def prefix_products(M: Array, reverse: bool = False) -> tuple[Array, Array]:
     ``reverse``, ``M[:, t] @ ... @ M[:, L-1]``) and each ``P[:, t]`` summing to one.
     """
     xp = array_namespace(M)
-    L = M.shape[1]
     P, s = _normalise(xp, M, xp.zeros(tuple(M.shape[:2]), dtype=M.dtype, device=device_of(M)))
-    d = 1
-    while d < L:
-        if reverse:  # P_t <- P_t @ P_{t+d} for t < L - d
-            Pn, sn = _normalise(xp, P[:, : L - d, ...] @ P[:, d:, ...], s[:, : L - d] + s[:, d:])
-            P = xp.concat([Pn, P[:, L - d :, ...]], axis=1)
-            s = xp.concat([sn, s[:, L - d :]], axis=1)
-        else:  # P_t <- P_{t-d} @ P_t for t >= d
-            Pn, sn = _normalise(xp, P[:, : L - d, ...] @ P[:, d:, ...], s[:, : L - d] + s[:, d:])
-            P = xp.concat([P[:, :d, ...], Pn], axis=1)
-            s = xp.concat([s[:, :d], sn], axis=1)
-        d *= 2
-    return P, s
+
+    def combine(i, j):  # earlier i, later j: the scaled product i @ j
+        return _normalise(xp, i[0] @ j[0], i[1] + j[1])
+
+    return associative_scan(xp, combine, (P, s), reverse=reverse)
 
 
 def messages_scan(Pi: Array, p: Array, p0: Array, weight: Array | None = None) -> tuple[Array, Array, Array, Array]:

@@ -25,14 +25,17 @@ are sufficient, and with the precisions ``Lq = Q^{-1}``, ``Lr = R^{-1}``
 With all ``w_t = 1`` these are the exact gradients of the log-likelihood (``x_0``'s distribution is
 fixed); with the buffered weights of :mod:`sgmc.ssm.subsequence` they are the buffered stochastic
 gradient (thesis Eq. 3.5). Everything is batched over a leading axis ``b`` (chains, or chains times
-subsequences) and loops over time only. Long series are smoothed in segments with checkpoints
-(memory O(b (segment + L / segment) n^2)). The scalar model (``n = m = 1``) runs on elementwise
-operations, without linear algebra calls.
+subsequences), never looped over. The sequential loop smooths long series in segments with
+checkpoints (memory O(b (segment + L / segment) n^2)); the scalar model (``n = m = 1``) runs on
+elementwise operations, without linear algebra calls.
 
-This sequential recursion defines the results of :func:`kalman_loglik` and :func:`kalman_stats`;
-two faster paths reproduce it to rounding. A backend with a compiled recursion (``native(xp,
-"kalman_stats")``: a Numba loop on NumPy) runs it; elsewhere, few long series run the
-parallel-in-time scan of :mod:`sgmc.ssm.kalman_scan` (see ``SCAN_MAX_WORK``).
+The sequential recursion (:mod:`sgmc.ssm.kalman_loop`) defines the results of :func:`kalman_loglik`
+and :func:`kalman_stats`; two faster paths reproduce it to rounding. A backend with a compiled
+recursion (``native(xp, "kalman_stats")``: a Numba loop on NumPy) runs it; elsewhere the
+parallel-in-time scan of :mod:`sgmc.ssm.kalman_scan` runs wherever its modelled work is the smaller
+(:mod:`sgmc.ssm.kalman_paths`): always for long series, never for many short windows. The scan has
+no Python branching on values, so on JAX the log-likelihood, the statistics and the gradient run
+under ``jax.jit`` (and ``jax.grad`` differentiates the log-likelihood).
 
 >>> import numpy as np
 >>> from sgmc.ssm import kalman_loglik
@@ -45,11 +48,14 @@ parallel-in-time scan of :mod:`sgmc.ssm.kalman_scan` (see ``SCAN_MAX_WORK``).
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 from .._array_api import Array, array_namespace, device_of
 from .._dispatch import native
+from .kalman_loop import filter_step as _filter_step  # noqa: F401  (the one-step filter, used by slds_gibbs)
+from .kalman_loop import forward, run
+from .kalman_loop import smooth_step as _smooth_step  # noqa: F401  (the one-step smoother, used by slds_gibbs)
+from .kalman_paths import KALMAN_COSTS, prefer_scan
 from .kalman_scalar import affine_scan, scalar_long  # noqa: F401  (affine_scan: kept importable from here)
 from .kalman_scan import kalman_stats_scan
 
@@ -66,7 +72,6 @@ __all__ = [
     "stationary_covariance",
 ]
 
-_LOG_2PI = math.log(2.0 * math.pi)
 DEFAULT_SEGMENT = 2048
 
 
@@ -184,147 +189,10 @@ def stationary_covariance(A: Array, Q: Array, fallback: Array | None = None, ite
         P = P + F @ P @ mT(F)
         P = 0.5 * (P + mT(P))
         F = F @ F
-        if not bool(xp.all(xp.isfinite(F))):
-            F = xp.where(xp.isfinite(F), F, xp.zeros_like(F))
+        F = xp.where(xp.isfinite(F), F, xp.zeros_like(F))  # no host sync: traceable under jax.jit
     resid = xp.max(xp.abs(F), axis=(-2, -1))
     ok = xp.isfinite(xp.sum(P, axis=(-2, -1))) & (resid < 1e-8)
     return xp.where(ok[:, None, None], P, fb)
-
-
-# ----------------------------------------------------------------------------------------------------
-# one time step, matrix form
-
-
-def _filter_step(xp, m, P, A, Q, C, R, Ct, y_t, obs, eye):
-    mT = xp.matrix_transpose
-    mp = (A @ m[..., None])[..., 0]
-    Pp = A @ P @ mT(A) + Q
-    Pp = 0.5 * (Pp + mT(Pp))
-    v = y_t - (C @ mp[..., None])[..., 0]
-    CP = C @ Pp
-    S = CP @ Ct + R
-    S = 0.5 * (S + mT(S))
-    sol = xp.linalg.solve(S, xp.concat([CP, v[..., None]], axis=-1))
-    Kt = sol[..., :-1]  # K^T = S^{-1} C Pp
-    Sv = sol[..., -1]
-    K = mT(Kt)
-    mf = mp + (K @ v[..., None])[..., 0]
-    IKC = eye - K @ C
-    Pf = IKC @ Pp @ mT(IKC) + K @ R @ Kt
-    Pf = 0.5 * (Pf + mT(Pf))
-    _, logdet = xp.linalg.slogdet(S)
-    ll = -0.5 * (C.shape[-2] * _LOG_2PI + logdet + xp.sum(v * Sv, axis=-1))
-    if obs is not None:
-        mf = xp.where(obs[:, None], mf, mp)
-        Pf = xp.where(obs[:, None, None], Pf, Pp)
-        ll = xp.where(obs, ll, xp.zeros_like(ll))
-    return mp, Pp, mf, Pf, ll
-
-
-def _smooth_step(xp, ms, Ps, mf_prev, Pf_prev, mp, Pp, A):
-    """RTS step: smoothed at t -> smoothed at t-1 and Cov(x_t, x_{t-1} | y)."""
-    mT = xp.matrix_transpose
-    Jt = xp.linalg.solve(Pp, A @ Pf_prev)  # J^T = Pp^{-1} A P_{t-1}
-    J = mT(Jt)
-    ms_prev = mf_prev + (J @ (ms - mp)[..., None])[..., 0]
-    Ps_prev = Pf_prev + J @ (Ps - Pp) @ Jt
-    Ps_prev = 0.5 * (Ps_prev + mT(Ps_prev))
-    cross = Ps @ Jt
-    return ms_prev, Ps_prev, cross
-
-
-# one time step, scalar form (n = m = 1; all arrays (b,))
-
-
-def _filter_step_1(xp, m, P, a, q, c, r, y_t, obs):
-    mp = a * m
-    Pp = a * a * P + q
-    v = y_t - c * mp
-    S = c * c * Pp + r
-    K = Pp * c / S
-    mf = mp + K * v
-    ikc = 1.0 - K * c
-    Pf = ikc * ikc * Pp + K * K * r
-    ll = -0.5 * (_LOG_2PI + xp.log(S) + v * v / S)
-    if obs is not None:
-        mf = xp.where(obs, mf, mp)
-        Pf = xp.where(obs, Pf, Pp)
-        ll = xp.where(obs, ll, xp.zeros_like(ll))
-    return mp, Pp, mf, Pf, ll
-
-
-def _smooth_step_1(xp, ms, Ps, mf_prev, Pf_prev, mp, Pp, a):
-    J = Pf_prev * a / Pp
-    ms_prev = mf_prev + J * (ms - mp)
-    Ps_prev = Pf_prev + J * J * (Ps - Pp)
-    return ms_prev, Ps_prev, Ps * J
-
-
-# ----------------------------------------------------------------------------------------------------
-# passes
-
-
-def _forward(xp, scalar, A, Q, C, R, y, m0, P0, mask, lo, hi, keep):
-    """Filter over positions lo..hi-1 from the filtered state (m0, P0) before lo."""
-    m, P = m0, P0
-    out = []
-    ll = None
-    if not scalar:
-        Ct = xp.matrix_transpose(C)
-        eye = xp.eye(A.shape[-1], dtype=A.dtype, device=device_of(A))
-    for t in range(lo, hi):
-        obs = None if mask is None else mask[:, t]
-        if scalar:
-            mp, Pp, m, P, llt = _filter_step_1(xp, m, P, A, Q, C, R, y[:, t], obs)
-        else:
-            mp, Pp, m, P, llt = _filter_step(xp, m, P, A, Q, C, R, Ct, y[:, t, :], obs, eye)
-        ll = llt if ll is None else ll + llt
-        if keep:
-            out.append((mp, Pp, m, P))
-    return m, P, ll, out
-
-
-def _segments(L: int, segment: int) -> list:
-    return [(a, min(a + segment, L)) for a in range(0, L, segment)]
-
-
-def _run(xp, scalar, A, Q, C, R, y, m0, P0, mask, weight, segment, visit):
-    """Forward filter, then backward smoother segment by segment; ``visit`` sees each smoothed pair.
-
-    Returns the log-likelihood ``(b,)`` and the smoothed ``(mean, cov)`` of ``x_0``.
-    """
-    L = y.shape[1]
-    segs = _segments(L, segment)
-    checkpoints = []
-    m, P = m0, P0
-    ll = xp.zeros((A.shape[0],), dtype=A.dtype, device=device_of(A))
-    last = None
-    for k, (a, b) in enumerate(segs):
-        checkpoints.append((m, P))
-        keep = k == len(segs) - 1
-        m, P, llk, out = _forward(xp, scalar, A, Q, C, R, y, m, P, mask, a, b, keep)
-        ll = ll + llk
-        if keep:
-            last = out
-    if visit is None:
-        return ll, None
-    ms, Ps = m, P  # smoothed = filtered at the last position
-    for k in range(len(segs) - 1, -1, -1):
-        a, b = segs[k]
-        out = last if k == len(segs) - 1 else _forward(xp, scalar, A, Q, C, R, y, *checkpoints[k], mask, a, b, True)[3]
-        for t in range(b - 1, a - 1, -1):
-            mp, Pp, _, _ = out[t - a]
-            if t > a:
-                mf_prev, Pf_prev = out[t - a - 1][2], out[t - a - 1][3]
-            else:
-                mf_prev, Pf_prev = checkpoints[k]
-            if scalar:
-                ms_prev, Ps_prev, cross = _smooth_step_1(xp, ms, Ps, mf_prev, Pf_prev, mp, Pp, A)
-            else:
-                ms_prev, Ps_prev, cross = _smooth_step(xp, ms, Ps, mf_prev, Pf_prev, mp, Pp, A)
-            visit(t, ms, Ps, ms_prev, Ps_prev, cross)
-            ms, Ps = ms_prev, Ps_prev
-    return ll, (ms, Ps)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -340,19 +208,16 @@ def _is_scalar(A, C) -> bool:
 
 
 #: Where the backend has no compiled recursion, the parallel-in-time scan (:mod:`sgmc.ssm.kalman_scan`)
-#: replaces the sequential loop for series of ``SCAN_MIN_LENGTH`` or more positions whose batch size
-#: times ``ceil(log2 L)`` is at most ``SCAN_MAX_WORK``: the scan does that many times the loop's
-#: arithmetic in ``log2 L`` array operations instead of ``L``, which on a CPU pays off for few long
-#: series and not for many short windows (measured with NumPy, n = 2, m = 3: one series of 16
-#: positions 2x faster, 64 windows of 32 positions 1.7x slower).
+#: replaces the sequential loop for series of ``SCAN_MIN_LENGTH`` or more positions where its modelled
+#: work is the smaller (:func:`sgmc.ssm.kalman_paths.prefer_scan`): few or long series take the scan,
+#: many short windows the loop, and series longer than ``kalman_paths.LOOP_MAX_LENGTH`` always the scan.
 SCAN_MIN_LENGTH = 16
-SCAN_MAX_WORK = 64
 
 
 def _use_scan(scalar: bool, mask, b: int, L: int) -> bool:
     if scalar and mask is None and L >= FAST_MIN_LENGTH:
         return False  # the scalar fast path (steady-state covariances) is cheaper still
-    return L >= SCAN_MIN_LENGTH and b * math.ceil(math.log2(L)) <= SCAN_MAX_WORK
+    return prefer_scan(KALMAN_COSTS, b, L, min_length=SCAN_MIN_LENGTH)
 
 
 def _squeeze(xp, *arrays):
@@ -412,9 +277,9 @@ def kalman_loglik(
         a, q, c, r, p0 = _squeeze(xp, A, Q, C, R, P0)
         if mask is None and L >= FAST_MIN_LENGTH:
             return scalar_long(xp, a, q, c, r, y[..., 0], m0[:, 0], p0, xp.ones((b, L), dtype=A.dtype, device=device_of(A)))[0]
-        ll, _ = _run(xp, True, a, q, c, r, y[..., 0], m0[:, 0], p0, mask, None, DEFAULT_SEGMENT, None)
+        ll, _ = run(xp, True, a, q, c, r, y[..., 0], m0[:, 0], p0, mask, None, DEFAULT_SEGMENT, None)
         return ll
-    ll, _ = _run(xp, False, A, Q, C, R, y, m0, P0, mask, None, DEFAULT_SEGMENT, None)
+    ll, _ = run(xp, False, A, Q, C, R, y, m0, P0, mask, None, DEFAULT_SEGMENT, None)
     return ll
 
 
@@ -437,7 +302,7 @@ def kalman_filter(A, Q, C, R, y, m0=None, P0=None, mask=None) -> FilterResult:
     ((2, 4, 1), (2, 4, 1, 1))
     """
     xp, y, m0, P0, mask, (b, L, n, m) = _prepare(A, Q, C, R, y, m0, P0, mask)
-    _, _, ll, out = _forward(xp, False, A, Q, C, R, y, m0, P0, mask, 0, L, True)
+    _, _, ll, out = forward(xp, False, A, Q, C, R, y, m0, P0, mask, 0, L, True)
     if ll is None:
         ll = xp.zeros((b,), dtype=A.dtype, device=device_of(A))
     stack = [xp.stack([o[i] for o in out], axis=1) for i in range(4)]
@@ -474,7 +339,7 @@ def kalman_smoother(A, Q, C, R, y, m0=None, P0=None, mask=None) -> SmootherResul
     def visit(t, ms, Ps, ms_prev, Ps_prev, cross):
         means[t], covs[t], crosses[t] = ms, Ps, cross
 
-    ll, (m_0, P_0) = _run(xp, False, A, Q, C, R, y, m0, P0, mask, None, max(L, 1), visit)
+    ll, (m_0, P_0) = run(xp, False, A, Q, C, R, y, m0, P0, mask, None, max(L, 1), visit)
     return SmootherResult(
         xp.stack(means, axis=1), xp.stack(covs, axis=1), xp.stack(crosses, axis=1), m_0, P_0, ll
     )
@@ -540,7 +405,7 @@ def kalman_stats(
             ll, sums = scalar_long(xp, a, q, c, r, ys, m0[:, 0], p0, weight)
             acc[:] = list(sums)
         else:
-            ll, _ = _run(xp, True, a, q, c, r, ys, m0[:, 0], p0, mask, weight, segment, visit)
+            ll, _ = run(xp, True, a, q, c, r, ys, m0[:, 0], p0, mask, weight, segment, visit)
         stats = KalmanStats(*[xp.reshape(s, (b, 1, 1)) for s in acc], xp.sum(weight, axis=-1))
         return ll, stats
 
@@ -556,7 +421,7 @@ def kalman_stats(
         acc[3] = acc[3] + w * (yt[:, :, None] * ms[:, None, :])
         acc[4] = acc[4] + w * (yt[:, :, None] * yt[:, None, :])
 
-    ll, _ = _run(xp, False, A, Q, C, R, y, m0, P0, mask, weight, segment, visit)
+    ll, _ = run(xp, False, A, Q, C, R, y, m0, P0, mask, weight, segment, visit)
     return ll, KalmanStats(*acc, xp.sum(weight, axis=-1))
 
 

@@ -13,10 +13,11 @@ The first element carries the prior (its ``A`` is zero), so the prefix products'
 filtered moments. The smoother scans backwards over ``(E, g, L)`` with ``x_t | x_{t+1}, y ~
 N(E_t x_{t+1} + g_t, L_t)`` (Lemmas 9-10): ``E_ij = E_i E_j``, ``g_ij = E_i g_j + g_i``,
 ``L_ij = E_i L_j E_i^T + L_i``. Log-likelihood and the weighted smoothed statistics then follow
-elementwise over time. Each scan is ``ceil(log2 L)`` rounds of batched ``n x n`` products and solves
-(Hillis and Steele), with no Python loop over time: the path for GPUs and for long series on
-backends without a compiled recursion. The sequential recursion of :mod:`sgmc.ssm.kalman` defines
-the result; the two agree to rounding. Memory is ``O(b L n^2)``.
+elementwise over time. Each scan is a work-efficient associative scan (:func:`associative_scan`:
+about ``2 L`` combines of batched ``n x n`` products and solves in ``2 ceil(log2 L)`` rounds), with
+no Python loop over time: the path for GPUs, for JAX (it traces under ``jax.jit``) and for long
+series on backends without a compiled recursion. The sequential recursion of
+:mod:`sgmc.ssm.kalman_loop` defines the result; the two agree to rounding. Memory is ``O(b L n^2)``.
 
 >>> import numpy as np
 >>> from sgmc.ssm.kalman_scan import kalman_stats_scan
@@ -32,7 +33,7 @@ import math
 
 from .._array_api import Array, array_namespace, device_of
 
-__all__ = ["kalman_stats_scan"]
+__all__ = ["associative_scan", "kalman_stats_scan"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -70,21 +71,45 @@ def _smoother_combine(xp, eye, i, j):
     return Ei @ Ej, _mv(Ei, gj) + gi, _sym(xp, Ei @ Lj @ _t(xp, Ei) + Li)
 
 
-def _scan(xp, combine, elems, reverse=False):
-    """Inclusive scan along axis 1 of a tuple of arrays (b, L, ...), earlier elements on the left."""
+def associative_scan(xp, combine, elems: tuple, reverse: bool = False) -> tuple:
+    """Inclusive scan along axis 1 of a tuple of arrays (b, L, ...) under an associative ``combine``.
+
+    ``combine(i, j)`` joins an earlier element ``i`` with a later ``j`` (tuples of arrays, batched
+    over the leading axes); ``reverse`` scans from the end (element ``t`` becomes ``t (+) ... (+)
+    L-1``). Work-efficient odd-even recursion (Ladner and Fischer 1980; Blelloch 1990): pairs are
+    combined, the half-length sequence is scanned, and the even positions are filled in, so about
+    ``2 L`` combines in ``2 ceil(log2 L)`` rounds of array operations, against ``L log2 L`` for a
+    doubling (Hillis and Steele) scan. Shapes are static, so the recursion traces under ``jax.jit``.
+    """
+    if reverse:
+        flipped = tuple(xp.flip(e, axis=1) for e in elems)
+        out = associative_scan(xp, lambda i, j: combine(j, i), flipped)
+        return tuple(xp.flip(o, axis=1) for o in out)
     L = elems[0].shape[1]
+    if L < 2:
+        return elems
+    half = L // 2
+    odd = associative_scan(
+        xp, combine, combine(tuple(e[:, 0 : 2 * half : 2, ...] for e in elems), tuple(e[:, 1 : 2 * half : 2, ...] for e in elems))
+    )  # the prefixes ending at positions 1, 3, 5, ...
+    n_even = L - half  # positions 0, 2, 4, ...
+    if n_even > 1:
+        filled = combine(tuple(o[:, : n_even - 1, ...] for o in odd), tuple(e[:, 2:L:2, ...] for e in elems))
+        even = tuple(xp.concat([e[:, :1, ...], f], axis=1) for e, f in zip(elems, filled))
+    else:
+        even = tuple(e[:, :1, ...] for e in elems)
+    out = []
+    for ev, od in zip(even, odd):
+        pair = xp.stack([ev[:, :half, ...], od], axis=2)  # (b, half, 2, ...)
+        x = xp.reshape(pair, (pair.shape[0], 2 * half) + tuple(pair.shape[3:]))
+        out.append(x if n_even == half else xp.concat([x, ev[:, half:, ...]], axis=1))
+    return tuple(out)
+
+
+def _scan(xp, combine, elems, reverse=False):
+    """:func:`associative_scan` with a combine of ``(xp, eye, i, j)`` (the Kalman elements)."""
     eye = xp.eye(elems[0].shape[-1], dtype=elems[0].dtype, device=device_of(elems[0]))
-    d = 1
-    while d < L:
-        early = tuple(e[:, : L - d, ...] for e in elems)
-        late = tuple(e[:, d:, ...] for e in elems)
-        new = combine(xp, eye, early, late)
-        if reverse:  # element t <- t (+) t+d, for t < L - d
-            elems = tuple(xp.concat([n, e[:, L - d :, ...]], axis=1) for n, e in zip(new, elems))
-        else:  # element t <- t-d (+) t, for t >= d
-            elems = tuple(xp.concat([e[:, :d, ...], n], axis=1) for n, e in zip(new, elems))
-        d *= 2
-    return elems
+    return associative_scan(xp, lambda i, j: combine(xp, eye, i, j), elems, reverse)
 
 
 def _gain(xp, P, Ct, S):
