@@ -43,7 +43,10 @@ def test_table2_tiny_through_reproduce(tmp_path):
         assert (out / name).is_file(), name
     rows = _csv(out / "table2.csv")
     assert rows[0] == ["Metric", "d", "NUTS", *METHODS, "ADVI"]
-    assert [r[0] for r in rows[1:]] == ["Time (s)", "CPU time (s)", "Log-loss", "KSD", "KSD (thinned)"]
+    assert [r[0] for r in rows[1:]] == ["Time (s)", "CPU time (s)", "CPU time with tuning (s)", "Log-loss", "KSD",
+                                        "KSD (thinned)"]
+    cpu, with_tuning = ([float(v) for v in r[3:-1]] for r in rows[2:4])
+    assert all(w > c for w, c in zip(with_tuning, cpu))  # the pilots' CPU time is added to the run's
     assert all(r[1] == "10" for r in rows[1:])
     for r in rows[1:]:
         assert r[2] == "nan" and r[-1] == "nan"  # no references without NumPyro (nuts=False here)
@@ -54,7 +57,7 @@ def test_table2_tiny_through_reproduce(tmp_path):
     assert meta["seed"] == 3 and meta["size"] == "quick" and "numpy" in meta["versions"]
     assert "nuts=False" in meta["notes"]["references"]
     assert "NUTS and ADVI not run" in (out / "table2.md").read_text()
-    assert res["meta"] == meta and len(res["table"]) == 5
+    assert res["meta"] == meta and len(res["table"]) == 6
     assert set(res["tables"]) == {"table2", "table2_paper", "step_sizes", "cv_controls"}
     # some columns alone (the command line's comma-separated form): the same values, the rest empty
     part = experiments.reproduce("logistic-table2", tmp_path / "part", quick=True, seed=3, progress=False,
@@ -62,7 +65,7 @@ def test_table2_tiny_through_reproduce(tmp_path):
     keep = [METHODS.index("SGLD-CV") + 3, METHODS.index("ULA") + 3]
     for whole, alone in zip(rows[1:], _csv(tmp_path / "part" / "table2.csv")[1:]):
         for j in range(2, len(whole)):
-            if j in keep and whole[0] not in ("Time (s)", "CPU time (s)"):
+            if j in keep and whole[0] not in ("Time (s)", "CPU time (s)", "CPU time with tuning (s)"):
                 assert float(alone[j]) == float(whole[j])
             elif j not in keep:
                 assert alone[j] == "nan"
@@ -248,3 +251,41 @@ def test_results_file_cells_name_what_is_missing(tmp_path):
 
     out = write_results("t", tables, command="x", directory=tmp_path)
     assert json.loads(out.read_text())["tables"]["t"]["rows"][0][:2] == ["not run", "diverged"]
+
+
+def test_centre_distance_is_measured_at_the_mode_curvature():
+    """The control table's distance of a centre from the mode is sqrt((theta - m)^T P (theta - m)) with
+    P the negative Hessian at the mode m, checked against a mode found by scipy and the logistic
+    Hessian written out here; at points far from the mode the Newton decrement (the curvature at the
+    point, sgmc.optimize.mode_gap, the column's earlier definition) is a different number."""
+    from scipy.optimize import minimize
+
+    from sgmc.experiments._logistic import make_problem, mode_distance, sgd_mode
+    from sgmc.optimize import mode_gap
+
+    problem = make_problem(2000, 3, seed=0)
+    X, y = problem.X, problem.y
+
+    def neg(theta):
+        z = X @ theta
+        return -(np.sum(y * z - np.logaddexp(0.0, z)) - 0.5 * theta @ theta / 10.0)
+
+    def grad(theta):
+        p = 1.0 / (1.0 + np.exp(-(X @ theta)))
+        return -(X.T @ (y - p) - theta / 10.0)
+
+    m = minimize(neg, np.zeros(3), jac=grad, method="BFGS", options={"gtol": 1e-10}).x
+    p = 1.0 / (1.0 + np.exp(-(X @ m)))
+    P = X.T @ (X * (p * (1.0 - p))[:, None]) + np.eye(3) / 10.0
+
+    def closed(theta):
+        diff = np.asarray(theta) - m
+        return float(np.sqrt(diff @ P @ diff))
+
+    for theta in (m + np.array([0.5, -0.3, 0.2]), m + np.array([4.0, -2.0, 2.0]), m - np.array([5.0, 5.0, 0.0])):
+        assert mode_distance(problem, theta) == pytest.approx(closed(theta), rel=1e-6)
+        if np.max(np.abs(theta - m)) >= 4.0:  # far out the curvature there is not the mode's
+            assert abs(mode_gap(problem.model, theta) - closed(theta)) > 0.25 * closed(theta)
+    raw, _, gaps = sgd_mode(problem, 100, np.random.default_rng(1), polish=False)
+    assert gaps["dist_sgd"] == gaps["dist"] == pytest.approx(closed(raw), rel=1e-6)
+    assert gaps["gap_sgd"] == pytest.approx(float(mode_gap(problem.model, raw)), rel=1e-12)

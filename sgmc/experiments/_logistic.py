@@ -5,8 +5,8 @@ the starting point theta_0 ~ N(0, I) shared by every sampler, the step sizes cho
 Stein discrepancy of pilot runs over a grid (:func:`sgmc.tuning.tune_step_size`; the grid is extended
 past an edge choice, and each pilot is scored after its burn-in on draws pooled over chains and
 thinned, as the long run's draws are used), the control-variate runs (SGD to theta_hat polished by
-Newton steps, :func:`sgmc.optimize.find_mode`, its distance from the mode measured by
-:func:`sgmc.optimize.mode_gap`; then sampling from there), the review's metrics (log-loss on held-out
+Newton steps, :func:`sgmc.optimize.find_mode`, its distance from the mode measured at the mode's
+curvature by :func:`mode_distance`; then sampling from there), the review's metrics (log-loss on held-out
 data and KSD, eq. 13, on the last draws; and the KSD of draws thinned over the run's second half),
 and the NUTS and ADVI references, run by NumPyro on JAX when it is installed
 (``pip install "sgmc[reproduce]"``).
@@ -88,11 +88,24 @@ def base_step(sampler: str, estimator: str, lambda_max: float) -> float:
     return LANGEVIN[estimator] / lambda_max
 
 
+def mode_distance(problem: Problem, theta: Any) -> float:
+    """Distance of ``theta`` (dim,) from the posterior mode in posterior standard deviations at the
+    mode's curvature: ``sqrt((theta - m)^T P (theta - m))``, m the mode and P the negative Hessian there
+    (the Laplace approximation's precision), the Mahalanobis distance under that approximation.
+
+    :func:`sgmc.optimize.mode_gap` is another number: the Newton decrement at ``theta``, which uses the
+    curvature at ``theta``; the two agree only where the curvature is the same at both points."""
+    xp = problem.model.xp
+    diff = xp.reshape(theta, (-1,)) - xp.reshape(problem.mode, (-1,))
+    return float(math.sqrt(max(float(xp.sum(diff * (problem.precision @ diff))), 0.0)))
+
+
 def sgd_mode(problem: Problem, steps: int, rng: Any, *, polish: bool = True) -> tuple[Any, float, dict]:
     """theta_hat by ``steps`` SGD steps from theta_0 (the review's set-up of the CV methods), polished
-    by Newton steps on the full posterior unless ``polish=False``; the seconds, and ``{"gap_sgd",
-    "gap"}``, the :func:`sgmc.optimize.mode_gap` of the SGD estimate and of the point returned
-    (posterior standard deviations from the mode; measured outside the timing)."""
+    by Newton steps on the full posterior unless ``polish=False``; the seconds, and for the SGD
+    estimate and the point returned, their :func:`mode_distance` (``dist_sgd``, ``dist``: posterior
+    standard deviations from the mode at the mode's curvature) and :func:`sgmc.optimize.mode_gap`
+    (``gap_sgd``, ``gap``: the Newton decrement at the point); measured outside the timing."""
     t0 = time.perf_counter()
     raw = find_mode(problem.model, rng, problem.theta0[0, :], method="sgd", n_steps=steps, polish=False,
                     check=False, progress=False)
@@ -102,7 +115,9 @@ def sgd_mode(problem: Problem, steps: int, rng: Any, *, polish: bool = True) -> 
     seconds = time.perf_counter() - t0
     gap_sgd = float(mode_gap(problem.model, raw))
     gap = gap_sgd if not polish else float(mode_gap(problem.model, mode))
-    return mode, seconds, {"gap_sgd": gap_sgd, "gap": gap}
+    dist_sgd = mode_distance(problem, raw)
+    dist = dist_sgd if not polish else mode_distance(problem, mode)
+    return mode, seconds, {"gap_sgd": gap_sgd, "gap": gap, "dist_sgd": dist_sgd, "dist": dist}
 
 
 #: How a pilot run is scored: chains pooled, the first half of every pilot dropped as burn-in, at most
@@ -145,8 +160,8 @@ def run_method(problem: Problem, sampler: str, estimator: str, h: float, iters: 
     to theta_hat (polished by Newton steps unless ``polish=False``) and ``iters - sgd_steps`` sampling
     iterations from there. Returns the trace, the seconds (mode search included; ``time`` on the wall
     clock, ``cpu`` the process's CPU time), the search's seconds (``sgd_time``, ``sgd_cpu``) and, for
-    CV, the centre (``centre``; None otherwise) and its ``mode_gap`` (``gap``; ``gap_sgd`` before
-    polishing)."""
+    CV, the centre (``centre``; None otherwise), its :func:`mode_distance` (``dist``; ``dist_sgd``
+    before polishing) and its ``mode_gap`` (``gap``; ``gap_sgd`` before polishing)."""
     ss = rng if isinstance(rng, np.random.SeedSequence) else np.random.SeedSequence(rng)
     opt_seed, run_seed = ss.spawn(2)
     model = problem.model
@@ -165,7 +180,8 @@ def run_method(problem: Problem, sampler: str, estimator: str, h: float, iters: 
         trace = sample(model, sampler, estimator, step_size=h, n_iter=n, init=start, rng=run_seed, thin=thin,
                        estimator_options=options, progress=progress, max_time=max_time)
     except FloatingPointError as err:
-        err.gap = gaps.get("gap")   # the centre's distance from the mode, for the caller's report
+        err.gap = gaps.get("gap")   # the centre's Newton decrement and distance from the mode, for the caller's report
+        err.dist = gaps.get("dist")
         raise
     backends.get_backend(model.xp).synchronize()
     return {"trace": trace, "time": sgd_time + time.perf_counter() - t0, "sgd_time": sgd_time,

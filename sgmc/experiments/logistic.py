@@ -25,6 +25,7 @@ column run alone equals the same column of a whole run, and columns can run in s
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -102,14 +103,17 @@ def run_dim(ctx: Context, cfg: dict, dim: int, reference) -> dict:
             continue
         ctx.status(f"d = {dim}: {label}: tuning h by KSD over {len(cfg['grid'])} pilot runs ...")
         rng = backends.default_rng(seeds[2 * k], backend=be, device=problem.model.device)
+        t0, c0 = time.perf_counter(), time.process_time()
         res = tune(problem, smp, est, cfg["pilot_iters"], cfg["grid"], rng)
+        tune_time, tune_cpu = time.perf_counter() - t0, time.process_time() - c0
         tuning[label] = res
         h, run, diverged = run_tuned(ctx, problem, label, smp, est, res, cfg, seeds[2 * k + 1])
         chain = run["trace"].draws[0]
         loss, k_, k_thin = metrics(problem, chain[-cfg["keep"]:, :], thinned_tail(chain, tail, cfg["keep"]))
         out[label] = {"time": run["time"], "cpu": run["cpu"], "log_loss": loss, "ksd": k_, "ksd_thin": k_thin, "h": h,
                       "at_edge": res.at_edge, "diverged": diverged, "gap": run.get("gap"),
-                      "gap_sgd": run.get("gap_sgd")}
+                      "gap_sgd": run.get("gap_sgd"), "dist": run.get("dist"), "tune_time": tune_time,
+                      "tune_cpu": tune_cpu, "cpu_all": tune_cpu + run["cpu"]}
         if est == "cv" and cfg["controls"]:
             ctx.status(f"d = {dim}: {label}: control run centred at the unpolished SGD estimate ...")
             try:
@@ -118,23 +122,26 @@ def run_dim(ctx: Context, cfg: dict, dim: int, reference) -> dict:
             except FloatingPointError as err:   # reported in the control table, not raised
                 ctx.status(f"d = {dim}: {label}: the control run diverged: {err}")
                 controls[label] = {"time": math.nan, "log_loss": "diverged", "ksd": "diverged",
-                                   "ksd_thin": "diverged", "gap": float(getattr(err, "gap", math.nan))}
+                                   "ksd_thin": "diverged", "gap": float(getattr(err, "gap", math.nan)),
+                                   "dist": float(getattr(err, "dist", math.nan))}
                 continue
             c_chain = ctl["trace"].draws[0]
             c_loss, c_k, c_thin = metrics(problem, c_chain[-cfg["keep"]:, :], thinned_tail(c_chain, tail, cfg["keep"]))
             controls[label] = {"time": ctl["time"], "log_loss": c_loss, "ksd": c_k, "ksd_thin": c_thin,
-                               "gap": ctl["gap"]}
+                               "gap": ctl["gap"], "dist": ctl["dist"]}
     floor = laplace_ksd(problem, cfg["keep"], seeds[-3]) if cfg["controls"] else math.nan
     if reference is not None and "NUTS" in cfg["columns"]:
         ctx.status(f"d = {dim}: NUTS ({cfg['nuts_warmup']} + {cfg['nuts_draws']} iterations) ...")
         r = nuts(problem, cfg["nuts_warmup"], cfg["nuts_draws"], int(seeds[-2].generate_state(1)[0]))
         loss, k_ = metrics(problem, r["draws"][-cfg["keep"]:])
-        out["NUTS"] = {"time": r["time"], "cpu": r["cpu"], "log_loss": loss, "ksd": k_, "ksd_thin": k_}
+        out["NUTS"] = {"time": r["time"], "cpu": r["cpu"], "log_loss": loss, "ksd": k_, "ksd_thin": k_,
+                       "cpu_all": r["cpu"]}
     if reference is not None and "ADVI" in cfg["columns"]:
         ctx.status(f"d = {dim}: ADVI ({cfg['advi_steps']} steps) ...")
         r = advi(problem, cfg["advi_steps"], cfg["keep"], int(seeds[-1].generate_state(1)[0]), lr=float(cfg["advi_lr"]))
         loss, k_ = metrics(problem, r["draws"])
-        out["ADVI"] = {"time": r["time"], "cpu": r["cpu"], "log_loss": loss, "ksd": k_, "ksd_thin": k_}
+        out["ADVI"] = {"time": r["time"], "cpu": r["cpu"], "log_loss": loss, "ksd": k_, "ksd_thin": k_,
+                       "cpu_all": r["cpu"]}
         sd = np.asarray(r["draws"]).std(axis=0)
         P = np.asarray(backends.to_numpy(problem.precision), dtype=float)
         advi_rows = [["ADVI (NumPyro, mean-field)", k_, float(np.median(sd * np.sqrt(np.diag(P))))],
@@ -165,8 +172,8 @@ def run_tuned(ctx: Context, problem, label: str, smp: str, est: str, res, cfg: d
 
 def table_rows(by_dim: dict) -> list:
     rows = []
-    for metric, key in (("Time (s)", "time"), ("CPU time (s)", "cpu"), ("Log-loss", "log_loss"), ("KSD", "ksd"),
-                        ("KSD (thinned)", "ksd_thin")):
+    for metric, key in (("Time (s)", "time"), ("CPU time (s)", "cpu"), ("CPU time with tuning (s)", "cpu_all"),
+                        ("Log-loss", "log_loss"), ("KSD", "ksd"), ("KSD (thinned)", "ksd_thin")):
         for i, (dim, res) in enumerate(by_dim.items()):
             row = [metric if i == 0 else "", dim]
             for col in COLUMNS[2:]:
@@ -192,19 +199,20 @@ def run(ctx: Context) -> dict:
                           " ".join(f"{row['step_size']:.3g}:{row['ksd']:.3g}" for row in t.table)])
         for label, ctl in r["controls"].items():
             used = r["results"][label]
-            control_rows.append([dim, label, "SGD + Newton (the protocol)", used["gap"], used["h"], used["log_loss"],
-                                 used["ksd"], used["ksd_thin"]])
-            control_rows.append([dim, label, "SGD only (control)", ctl["gap"], used["h"], ctl["log_loss"],
+            control_rows.append([dim, label, "SGD + Newton (the protocol)", used["dist"], used["gap"], used["h"],
+                                 used["log_loss"], used["ksd"], used["ksd_thin"]])
+            control_rows.append([dim, label, "SGD only (control)", ctl["dist"], ctl["gap"], used["h"], ctl["log_loss"],
                                  ctl["ksd"], ctl["ksd_thin"]])
         if cfg["controls"]:
-            control_rows.append([dim, f"Laplace, {cfg['keep']} independent draws", "–", math.nan, math.nan,
+            control_rows.append([dim, f"Laplace, {cfg['keep']} independent draws", "–", math.nan, math.nan, math.nan,
                                  math.nan, r["floor"], r["floor"]])
     rows = table_rows(by_dim)
     size = "quick size" if ctx.quick else "full size"
     title = (f"Table 2 (sgmc, {size}): N = {cfg['n']}, {cfg['iters']} iterations ({cfg['sgd_steps']} SGD + "
              f"{cfg['iters'] - cfg['sgd_steps']} sampling for CV), metrics on the last {cfg['keep']} draws "
              f"(KSD (thinned): {cfg['keep']} draws thinned from the last {cfg['iters'] - cfg['sgd_steps']}); "
-             f"time in seconds (wall clock, and the process's CPU time), h tuning excluded; NUTS {cfg['nuts_warmup']} + {cfg['nuts_draws']} iterations "
+             f"time in seconds (wall clock, and the process's CPU time), h tuning excluded; CPU time with tuning adds "
+             f"the step size's pilot runs of the SG columns (NUTS's warm-up is in its CPU time); NUTS {cfg['nuts_warmup']} + {cfg['nuts_draws']} iterations "
              "(NumPyro), ADVI mean-field (NumPyro).")
     if "references" in ctx.notes:
         title += f" {ctx.notes['references']}."
@@ -215,11 +223,14 @@ def run(ctx: Context) -> dict:
                                    "long run diverged at", "grid (h:pilot KSD)"], steps,
                     title="Step sizes chosen by the KSD of pilot runs (review convention for h).")
     if control_rows:
-        ctx.write_table("cv_controls", ["d", "method", "centre", "mode_gap (sds)", "h", "Log-loss", "KSD",
+        ctx.write_table("cv_controls", ["d", "method", "centre", "distance from the mode (sds)",
+                                        "Newton decrement at the centre (sds)", "h", "Log-loss", "KSD",
                                         "KSD (thinned)"], control_rows,
                         title=("The CV methods at the polished centre and, as a control, at the unpolished "
-                               "SGD estimate (same step, same seed); mode_gap in posterior standard "
-                               "deviations; and the KSD of independent draws from the Laplace approximation."))
+                               "SGD estimate (same step, same seed); the centre's distance from the mode in "
+                               "posterior standard deviations at the mode's curvature (mode_distance) and its "
+                               "Newton decrement, which uses the curvature at the centre (sgmc.optimize.mode_gap); "
+                               "and the KSD of independent draws from the Laplace approximation."))
     if advi_rows:
         ctx.write_table("advi_control", ["d", "sample", "KSD", "median marginal sd / sqrt(1 / P_ii)"], advi_rows,
                         title=(f"ADVI's KSD ({cfg['keep']} draws) beside independent draws from the mean-field "
