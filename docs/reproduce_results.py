@@ -51,7 +51,7 @@ def tables_of(result: dict) -> dict:
 
 def main(argv=None) -> int:
     from sgmc import experiments
-    from sgmc.cli import _experiment_option
+    from sgmc.cli.parsing import _experiment_option
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name", choices=sorted(experiments.EXPERIMENTS))

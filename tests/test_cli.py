@@ -321,7 +321,8 @@ def test_data_passes_are_true_costs():
 
 
 def test_names_take_hyphens_or_underscores():
-    from sgmc.cli import CLI_ESTIMATORS, CLI_SAMPLERS, _split_names
+    from sgmc.cli import CLI_ESTIMATORS, CLI_SAMPLERS
+    from sgmc.cli.parsing import _split_names
 
     assert _split_names(["CV_PS,adaptive_cv", "Adaptive-CV-PS"], CLI_ESTIMATORS, "--estimator", []) == [
         "cv-ps", "adaptive-cv", "adaptive-cv-ps"]
@@ -358,12 +359,12 @@ def test_output_is_a_trace_with_the_settings(tmp_path):
 
 
 def test_unwritable_output_fails_before_sampling(tmp_path, monkeypatch):
-    from sgmc import cli
+    from sgmc.cli import run_command
 
     def never(*args, **kwargs):
         raise AssertionError("the set-up started before --output was checked")
 
-    monkeypatch.setattr(cli, "laplace", never)
+    monkeypatch.setattr(run_command, "laplace", never)
     for target, why in ((tmp_path, "is a directory"), ("/proc/sgmc-out.npz", "cannot write '/proc/sgmc-out.npz'"),
                         (tmp_path / "no" / "x.npz", "does not exist")):
         code, out, err = _run([*LINEAR, "--estimator", "minibatch", "--output", str(target)])

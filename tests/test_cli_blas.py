@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sgmc import cli
+from sgmc.cli import run_command
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
@@ -25,7 +26,7 @@ def clean_env(monkeypatch):
 def test_the_run_gets_one_blas_thread_and_gives_the_pools_back(clean_env):
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
         before = _blas_threads()
-        with cli._blas_threads():
+        with run_command._blas_threads():
             assert _blas_threads() == [1]
         assert _blas_threads() == before
 
@@ -33,21 +34,21 @@ def test_the_run_gets_one_blas_thread_and_gives_the_pools_back(clean_env):
 def test_sgmc_blas_threads_sets_the_count(clean_env):
     clean_env.setenv("SGMC_BLAS_THREADS", "2")
     with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
-        with cli._blas_threads():
+        with run_command._blas_threads():
             assert _blas_threads() == [2]
 
 
 def test_a_blas_variable_of_the_user_is_respected(clean_env):
     clean_env.setenv("OPENBLAS_NUM_THREADS", "2")
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
-        with cli._blas_threads():
+        with run_command._blas_threads():
             assert _blas_threads() == [2]
 
 
 def test_a_bad_thread_count_is_named(clean_env, capsys):
     clean_env.setenv("SGMC_BLAS_THREADS", "many")
     with pytest.raises(ValueError, match="SGMC_BLAS_THREADS must be a positive integer; got 'many'"):
-        cli._blas_threads()
+        run_command._blas_threads()
     assert cli.main(["run", "--quick", "--no-progress"]) == 2
     assert "SGMC_BLAS_THREADS" in capsys.readouterr().err
 
@@ -55,7 +56,7 @@ def test_a_bad_thread_count_is_named(clean_env, capsys):
 def test_the_run_command_itself_runs_on_one_blas_thread(clean_env, monkeypatch):
     # the command as typed (main -> the run command): the body sees one BLAS thread, the caller's pools come back
     seen = []
-    monkeypatch.setattr(cli, "_run_command", lambda args: seen.append(_blas_threads()) or 0)
+    monkeypatch.setattr(run_command, "_run_command", lambda args: seen.append(_blas_threads()) or 0)
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
         before = _blas_threads()
         assert cli.main(["run", "--quick", "--no-progress"]) == 0

@@ -11,7 +11,7 @@ import argparse
 import numpy as np
 import pytest
 
-from sgmc import cli
+from sgmc.cli import methods as cli
 from sgmc._blocks import RowSource
 from sgmc.models import LinearRegression, LogisticRegression
 from sgmc.optimize import negative_hessian

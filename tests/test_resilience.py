@@ -93,7 +93,7 @@ def test_cli_output_replaces_the_file_only_when_complete(tmp_path, monkeypatch, 
         fh.write(b"PK\x03\x04 partial")
         raise OSError("disk full")
 
-    monkeypatch.setattr(cli.np, "savez_compressed", broken)
+    monkeypatch.setattr(np, "savez_compressed", broken)
     code = cli.main(["run", "--quick", "--no-progress", "--model", "linear", "--iters", "100",
                      "--sampler", "sgld", "--estimator", "minibatch", "--output", str(out)])
     assert code == 2

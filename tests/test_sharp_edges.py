@@ -209,12 +209,13 @@ def test_cli_ctrl_c_prints_one_line_and_exits_130():
     script = textwrap.dedent("""
         import os, signal, sys
         from sgmc import cli
+        from sgmc.cli import run_command
 
         def interrupt(*args, **kwargs):
             os.kill(os.getpid(), signal.SIGINT)
             raise AssertionError("not interrupted")
 
-        cli.laplace = interrupt
+        run_command.laplace = interrupt
         sys.exit(cli.main(["run", "--quick", "--model", "linear"]))
     """)
     env = dict(os.environ, PYTHONPATH=str(ROOT))

@@ -87,8 +87,8 @@ def test_divergence_error_says_the_step_is_on_its_own_scale():
 
 
 def test_command_line_default_steps_use_each_samplers_unit():
-    from sgmc import cli
     from sgmc.backends import default_rng
+    from sgmc.cli import methods as cli
 
     theta = np.zeros(3)
     H = np.asarray(negative_hessian(LOGIT, theta))

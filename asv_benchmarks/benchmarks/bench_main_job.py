@@ -18,7 +18,9 @@ from .common import safe_import
 
 with safe_import():
     from sgmc import backends
-    from sgmc.cli import _mala_reference, _Problem, _reference_iters, main
+    from sgmc.cli import main
+    from sgmc.cli.problem import _Problem
+    from sgmc.cli.reference import _mala_reference, _reference_iters
     from sgmc.datasets import logistic_regression_data
     from sgmc.diagnostics import zv_mean
     from sgmc.models import LogisticRegression
