@@ -10,6 +10,7 @@ given (NumPy, CuPy, PyTorch, array-api-strict). Start with :func:`sample`::
 
 Researchers who want the pieces use the kernels directly: a sampler's ``init``/``step`` with an
 estimator's ``init``/``estimate`` (:mod:`sgmc.samplers`, :mod:`sgmc.estimators`).
+How the package is layered, and which layer may import which: ``docs/architecture.md``.
 """
 
 from . import backends, diagnostics, estimators, models, optimize, samplers, ssm
