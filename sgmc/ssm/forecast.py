@@ -69,6 +69,12 @@ def _check(model: Any) -> None:
         raise TypeError(msg)
 
 
+def _start(model: Any, draws: Any) -> tuple[Any, Array]:
+    """The model checked; its namespace and the draws as (S, dim)."""
+    _check(model)
+    return model.xp, _draws(model, draws)
+
+
 def _lgssm(model: LGSSM, th: Array):
     xp = model.xp
     A, Q, C, R, _, _ = model._matrices(th)
@@ -78,13 +84,26 @@ def _lgssm(model: LGSSM, th: Array):
     return A, Q, C, R, m0, P0
 
 
-def _hmm_filter(model: GaussianHMM, th: Array):
+def _lgssm_filter(model: LGSSM, th: Array):
+    """The model's matrices at every draw and the Kalman filter of its series: A, Q, C, R, filter."""
+    A, Q, C, R, m0, P0 = _lgssm(model, th)
+    return A, Q, C, R, kalman_filter(A, Q, C, R, model.y, m0, P0)
+
+
+def _hmm_emissions(model: GaussianHMM, th: Array):
+    """Transition matrices, emission means and log emission densities (S, T, K) at every draw."""
     xp = model.xp
     eta, mu, psi = model._split(th)
     Pi = model._Pi(eta)
     S = th.shape[0]
     y = xp.broadcast_to(model.y[None, ...], (S,) + tuple(model.y.shape))
-    logp = _log_emission(xp, y, mu, psi)
+    return Pi, mu, _log_emission(xp, y, mu, psi)
+
+
+def _hmm_filter(model: GaussianHMM, th: Array):
+    xp = model.xp
+    Pi, mu, logp = _hmm_emissions(model, th)
+    S = th.shape[0]
     shift = xp.max(logp, axis=-1, keepdims=True)
     p = xp.exp(logp - shift)
     a = model._p0_uniform(S)
@@ -125,12 +144,9 @@ def filtered_states(model: Any, draws: Any) -> Prediction:
     >>> filtered_states(LGSSM(np.zeros(10)), np.array([0.5, 1.0, 1.0])).mean.shape
     (10, 1)
     """
-    _check(model)
-    th = _draws(model, draws)
-    xp = model.xp
+    xp, th = _start(model, draws)
     if isinstance(model, LGSSM):
-        A, Q, C, R, m0, P0 = _lgssm(model, th)
-        f = kalman_filter(A, Q, C, R, model.y, m0, P0)
+        f = _lgssm_filter(model, th)[-1]
         return _mixture(xp, f.mean, f.cov)
     _, _, _, filt, _ = _hmm_filter(model, th)
     return _probs_summary(xp, filt)
@@ -146,18 +162,13 @@ def smoothed_states(model: Any, draws: Any) -> Prediction:
     >>> smoothed_states(LGSSM(np.zeros(10)), np.array([0.5, 1.0, 1.0])).cov.shape
     (10, 1, 1)
     """
-    _check(model)
-    th = _draws(model, draws)
-    xp = model.xp
+    xp, th = _start(model, draws)
     if isinstance(model, LGSSM):
         A, Q, C, R, m0, P0 = _lgssm(model, th)
         s = kalman_smoother(A, Q, C, R, model.y, m0, P0)
         return _mixture(xp, s.mean, s.cov)
-    eta, mu, psi = model._split(th)
-    Pi = model._Pi(eta)
-    S = th.shape[0]
-    y = xp.broadcast_to(model.y[None, ...], (S,) + tuple(model.y.shape))
-    _, gamma, _, _ = forward_backward(Pi, _log_emission(xp, y, mu, psi), model._p0_uniform(S), xp=xp)
+    Pi, _, logp = _hmm_emissions(model, th)
+    _, gamma, _, _ = forward_backward(Pi, logp, model._p0_uniform(th.shape[0]), xp=xp)
     return _probs_summary(xp, gamma)
 
 
@@ -171,12 +182,9 @@ def one_step_predictions(model: Any, draws: Any) -> Prediction:
     >>> one_step_predictions(LGSSM(np.zeros(10)), np.array([0.5, 1.0, 1.0])).mean.shape
     (10, 1)
     """
-    _check(model)
-    th = _draws(model, draws)
-    xp = model.xp
+    xp, th = _start(model, draws)
     if isinstance(model, LGSSM):
-        A, Q, C, R, m0, P0 = _lgssm(model, th)
-        f = kalman_filter(A, Q, C, R, model.y, m0, P0)
+        _, _, C, R, f = _lgssm_filter(model, th)
         Cb = C[:, None, ...]
         mean = (Cb @ f.mean_pred[..., None])[..., 0]
         cov = Cb @ f.cov_pred @ xp.matrix_transpose(Cb) + R[:, None, ...]
@@ -209,8 +217,7 @@ def forecast(model: Any, draws: Any, steps: int = 1) -> Prediction:
     xp = model.xp
     means, covs = [], []
     if isinstance(model, LGSSM):
-        A, Q, C, R, m0, P0 = _lgssm(model, th)
-        f = kalman_filter(A, Q, C, R, model.y, m0, P0)
+        A, Q, C, R, f = _lgssm_filter(model, th)
         m, P = f.mean[:, -1, :], f.cov[:, -1, ...]
         mT = xp.matrix_transpose
         for _ in range(steps):
