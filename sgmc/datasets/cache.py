@@ -15,8 +15,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ._atomic import atomic_write
-from ._safefile import array_digest
+from .._atomic import atomic_write
+from .._safefile import array_digest
 
 __all__ = ["cache_dir", "cached_arrays", "rdataset"]
 
