@@ -37,6 +37,7 @@ the per-datum arithmetic (one ``exp`` per datum for the logistic model) is the t
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,7 @@ from ._native_switch import ON as _ON
 from ._native_switch import available, set_enabled
 from ._numba_stein import STEIN_MAX_DIM
 
-__all__ = ["available", "natives", "set_enabled", "first_distinct", "STEIN_MAX_DIM"]
+__all__ = ["available", "loaded", "natives", "set_enabled", "first_distinct", "STEIN_MAX_DIM"]
 
 _GLM_KINDS = {"logistic": 0, "linear": 1}
 #: Smallest dimension for which the compiled GLM loop runs. Below it NumPy's own path is as fast or
@@ -55,6 +56,15 @@ _GLM_KINDS = {"logistic": 0, "linear": 1}
 GLM_MIN_DIM = 32
 
 _KERNELS: list = []
+
+
+def loaded() -> bool:
+    """Whether the Numba runtime is already in this process (a compiled path, or the caller, imported it).
+
+    Paths whose gain is small next to the cost of loading Numba (about half a second and, with one
+    kernel, 110-130 MiB of resident memory: docs/performance.md) run compiled only when it is.
+    """
+    return sys.modules.get("numba") is not None
 
 
 def _jit() -> Any:

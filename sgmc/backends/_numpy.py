@@ -11,7 +11,7 @@ from ._base import Backend, HostGenerator, set_rows_inplace
 
 
 #: Fewest integer draws (batch times draws per row) for which a sparse subset draw runs the compiled
-#: first-distinct pass (where Numba is on) rather than the packed sort.
+#: first-distinct pass (where Numba is on and already loaded) rather than the packed sort.
 COMPILED_MIN_DRAWS = 0
 
 
@@ -41,8 +41,10 @@ def subsample(rng, n_data: int, size: int, batch: int, replace: bool = False) ->
         order = np.argsort(np.take_along_axis(keys, part, axis=1), axis=1, kind="stable")
         return np.take_along_axis(part, order, axis=1).astype(np.int64, copy=False)
     m = oversample(size, n_data)
-    if batch * m >= COMPILED_MIN_DRAWS:
-        # the compiled pass, one bitmap per row instead of a sort, where Numba is on; same values
+    if batch * m >= COMPILED_MIN_DRAWS and _numba.loaded():
+        # the compiled pass, one bitmap per row instead of a sort, where Numba is on and already loaded
+        # (by a compiled path of the run): it saves about 20 us per draw of 1000 of 100,000, which
+        # would take tens of thousands of draws to repay loading Numba for it alone; same values
         draws = gen.integers(0, n_data, size=batch * m, dtype=np.int64).reshape(batch, m)
         found = _numba.first_distinct(draws, size, n_data)
         if found is not NotImplemented:

@@ -323,6 +323,7 @@ class LinearRegression(_GLM):
         return mean, cov
 
 
+# The parameters it shares with LinearRegression are documented again: each class's help stands alone.
 class LogisticRegression(_GLM):
     """Bayesian logistic regression with a Gaussian prior (the review's section 6.1 model).
 
