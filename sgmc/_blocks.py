@@ -4,12 +4,14 @@ A model built on a :class:`numpy.memmap` (or ``numpy.load(..., mmap_mode="r")``)
 Dask array keeps a :class:`RowSource` instead of the array. A minibatch gather reads only the rows it
 needs: the indices are sorted and made unique first, so a file is read in increasing order, in one
 read per run of consecutive rows (``os.pread`` on the file: nothing is mapped, so the data take no
-address space), and a zarr or Dask array is asked for the rows of the chunks they fall in. Passes
+address space). A zarr or Dask array stores its rows in chunks that are read (and decompressed) whole,
+so its rows are grouped by the chunk they fall in and each touched chunk is read once per gather;
+:class:`sgmc.estimators.ChunkedMinibatch` draws minibatches that touch few chunks. Passes
 over all the data (the control-variate centre, SVRG's snapshot gradient, Newton steps of the mode
 search, the exact scores of KSD) go through :func:`row_blocks`, ``block_rows`` rows at a time, so
 memory is bounded by a block whatever N is.
 
-This module is an I/O edge (like :mod:`sgmc._datacache`): it reads files with NumPy and hands the rows
+This module is an I/O edge (like :mod:`sgmc.datasets.cache`): it reads files with NumPy and hands the rows
 to the model's namespace through :func:`sgmc.backends.asarray`.
 """
 
@@ -138,6 +140,8 @@ class RowSource(_Rows):
         self._cols = shape[1] if len(shape) == 2 else 1
         self.row_bytes = self.dtype.itemsize * self._cols
         self.block_rows = max(1, int(block_bytes) // max(self.row_bytes, 1))
+        #: Row boundaries ``(K + 1,)`` of the storage chunks of a zarr or Dask array (None for a file).
+        self.chunk_bounds = _chunk_bounds(data, shape[0]) if self.kind in ("zarr", "dask") else None
 
     def __repr__(self) -> str:
         where = self.path if self.path is not None else type(self.data).__name__
@@ -163,7 +167,7 @@ class RowSource(_Rows):
         if self.kind == "file":
             return self._shaped(self._pread(start, stop))
         if self.kind == "dask":
-            return self._shaped(np.asarray(self.data[start:stop].compute()))
+            return self._shaped(np.asarray(self.data[start:stop].compute(scheduler=_dask_scheduler())))
         return self._shaped(np.asarray(self.data[start:stop]))
 
     def _pread(self, start: int, stop: int) -> np.ndarray:
@@ -212,12 +216,76 @@ class RowSource(_Rows):
                 if os.preadv(fd, [view[a * rb:b * rb]], off + r * rb) != (b - a) * rb:
                     out[a:b] = self._pread(r, r + b - a)   # a short read: the careful loop, or its error
             return out
-        if self.kind == "zarr":
-            sel = (rows,) if self._source_1d else (rows, slice(None))
-            return np.asarray(self.data.get_orthogonal_selection(sel))
-        if self.kind == "dask":
-            return np.asarray(self.data[rows].compute())
+        if self.chunk_bounds is not None:
+            return self._read_chunks(rows)
         return np.asarray(self.data[rows])
+
+    def _read_chunks(self, rows: np.ndarray) -> np.ndarray:
+        """Sorted unique ``rows`` of a zarr or Dask array, reading each chunk they touch once.
+
+        The touched chunks go in groups of about ``block_rows`` rows (one chunk, when a chunk is
+        larger): a zarr array is asked for each group's rows in one selection, a Dask array computes
+        each group's chunks in one call. Memory is bounded by a group, however many chunks a gather touches.
+        """
+        out = np.empty((rows.size, self._cols), dtype=self.dtype)
+        if rows.size == 0:
+            return out
+        bounds = self.chunk_bounds
+        which = np.searchsorted(bounds, rows, side="right") - 1       # the chunk of each row
+        cut = np.flatnonzero(np.diff(which)) + 1
+        starts = np.concatenate(([0], cut)).tolist()
+        stops = np.concatenate((cut, [rows.size])).tolist()
+        touched = which[starts].tolist()
+        group: list = []
+        size = 0
+        for a, b, c in zip(starts, stops, touched):
+            group.append((a, b, c))
+            size += int(bounds[c + 1] - bounds[c])
+            if size >= self.block_rows:
+                self._read_group(group, rows, out)
+                group, size = [], 0
+        if group:
+            self._read_group(group, rows, out)
+        return out
+
+    def _read_group(self, group: list, rows: np.ndarray, out: np.ndarray) -> None:
+        """Read the chunks of ``group`` (``(a, b, chunk)``: rows ``a:b`` of ``rows`` lie in ``chunk``) once each."""
+        bounds = self.chunk_bounds
+        if self.kind == "dask":
+            ids = [c for _, _, c in group]
+            got = np.asarray(self.data.blocks[ids].compute(scheduler=_dask_scheduler()))
+            got = np.reshape(got, (got.shape[0], self._cols))
+            sizes = np.asarray([bounds[c + 1] - bounds[c] for c in ids], dtype=np.int64)
+            offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+            for (a, b, c), off in zip(group, offsets.tolist()):
+                out[a:b] = got[rows[a:b] - bounds[c] + off]
+            return
+        # zarr: one selection of the group's rows, for which zarr reads each of their chunks once
+        # (several at a time) and keeps only the rows selected
+        a, b = group[0][0], group[-1][1]
+        sel = (rows[a:b],) if self._source_1d else (rows[a:b], slice(None))
+        got = np.asarray(self.data.get_orthogonal_selection(sel))
+        out[a:b] = np.reshape(got, (b - a, self._cols))
+
+
+def _chunk_bounds(data: Any, n: int) -> np.ndarray:
+    """Row boundaries ``(K + 1,)`` (int64) of the chunks of a zarr or Dask array along its first axis."""
+    first = data.chunks[0]
+    if isinstance(first, (tuple, list)):        # Dask: the size of every chunk along each axis
+        return np.concatenate(([0], np.cumsum(np.asarray(first, dtype=np.int64))))
+    step = max(1, int(first))                   # zarr: one chunk shape (the inner chunks of a sharded array)
+    return np.append(np.arange(0, n, step, dtype=np.int64), np.int64(n))
+
+
+def _dask_scheduler() -> Any:
+    """The scheduler the user configured (a distributed client sets one), else the calling thread.
+
+    A gather or a block of rows is a few small tasks: handing them to a thread pool costs more than
+    running them, so without a configured scheduler they run synchronously.
+    """
+    import dask  # an optional dependency, present whenever a Dask array is
+
+    return dask.config.get("scheduler", None) or "sync"
 
 
 def row_blocks(n: int, block_rows: int) -> Iterator[tuple[int, int]]:

@@ -272,9 +272,10 @@ def check_compatible(model: Any, x: Array, name: str) -> None:
         )
         raise TypeError(msg)
     device = getattr(model, "device", None)
-    if device is not None and device_of(x) != device:
+    here = device_of(x)  # None for a value traced by JAX: it matches the data's device
+    if device is not None and here is not None and here != device:
         msg = (
-            f"`{name}` is on device {device_of(x)!r} but `model data` is on device {device!r}; move it "
+            f"`{name}` is on device {here!r} but `model data` is on device {device!r}; move it "
             "explicitly (sgmc never copies between devices silently)"
         )
         raise ValueError(msg)
@@ -411,8 +412,30 @@ class Model:
         theta, single = self._batched(theta)
         out = self.log_prior(theta)
         if self.has_data:
-            out = out + self.xp.sum(self.log_lik(theta), axis=-1)
+            out = out + self.log_lik_total(theta)
         return out[0, ...] if single else out
+
+    def log_lik_total(self, theta: Array) -> Array:
+        """``sum_i log f(y_i | theta)`` over all data, shape ``(chains,)`` for ``theta`` (chains, dim).
+
+        In memory, the sum of :meth:`log_lik`'s N terms. A model on data read from disk (one with a
+        ``stream_rows``, :mod:`sgmc._blocks`) sums ``log_lik(theta, idx)`` over blocks of indices of
+        about ``stream_rows`` numbers in all (rows per block divided among the chains), so a full
+        log density never holds N terms per chain.
+        """
+        xp = self.xp
+        rows = getattr(self, "stream_rows", None)
+        if not rows:
+            return xp.sum(self.log_lik(theta), axis=-1)
+        chains = theta.shape[0]
+        step = max(1, int(rows) // chains)
+        total = xp.zeros((chains,), dtype=self.dtype, device=self.device)
+        for start in range(0, self.n_data, step):
+            stop = min(start + step, self.n_data)
+            idx = xp.arange(start, stop, dtype=xp.int64, device=self.device)
+            idx = xp.broadcast_to(xp.reshape(idx, (1, -1)), (chains, stop - start))
+            total = total + xp.sum(self.log_lik(theta, idx), axis=-1)
+        return total
 
     def grad_log_posterior(self, theta: Array) -> Array:
         """Full-data gradient of the log posterior; ``theta`` of shape (dim,) or (chains, dim)."""
@@ -431,7 +454,7 @@ class Model:
         logp = self.log_prior(theta)
         grad = self.grad_log_prior(theta)
         if self.has_data:
-            logp = logp + self.xp.sum(self.log_lik(theta), axis=-1)
+            logp = logp + self.log_lik_total(theta)
             grad = grad + self.grad_log_lik_sum(theta)
         return logp, grad
 

@@ -85,6 +85,36 @@ class _GLM(Model):
         """Rows per block of a full pass over data read from disk (``None`` for data in memory)."""
         return self.X.block_rows if isinstance(self.X, RowSource) else None
 
+    @property
+    def data_chunks(self) -> Any:
+        """Row boundaries ``(K + 1,)`` of the storage chunks of a zarr or Dask ``X`` (None otherwise).
+
+        :class:`sgmc.estimators.ChunkedMinibatch` draws its chunks from these by default.
+        """
+        return self.X.chunk_bounds if isinstance(self.X, RowSource) else None
+
+    def _block_sums(self, theta: Array, want_logf: bool, want_grad: bool) -> tuple[Array | None, Array | None]:
+        """Full-data ``sum_i log f_i`` (chains,) and ``sum_i r_i x_i`` (chains, dim) for ``X`` on disk.
+
+        One read of each block of rows serves every chain; a block is cut into pieces of
+        ``block_rows // chains`` rows, so the linear predictors held at once number about a block.
+        """
+        xp, chains = self.xp, theta.shape[0]
+        logp = xp.zeros((chains,), dtype=self.dtype) if want_logf else None
+        grad = xp.zeros((chains, self.dim), dtype=self.dtype) if want_grad else None
+        piece = max(1, self.X.block_rows // chains)
+        for start, stop, rows in self.X.blocks():
+            block = xp.asarray(rows, dtype=self.dtype)
+            for a in range(0, stop - start, piece):
+                b = block[a:a + piece, ...]
+                logf, r, _ = self._terms(theta @ b.T, self.y[None, start + a:start + a + b.shape[0]],
+                                         want=(want_logf, want_grad, False))
+                if want_logf:
+                    logp = logp + xp.sum(logf, axis=-1)
+                if want_grad:
+                    grad = grad + r @ b
+        return logp, grad
+
     def _rows(self, flat: Array) -> Array:
         """Rows ``X[flat]``: a gather, or for data on disk a read of those rows only (sgmc._blocks)."""
         if isinstance(self.X, RowSource):
@@ -132,7 +162,7 @@ class _GLM(Model):
     def grad_log_lik_sum(self, theta: Array, idx: Array | None = None, weights: Array | None = None) -> Array:
         if isinstance(self.X, RowSource):
             if idx is None:
-                return self._streamed(theta, lambda t, i: self._grad_log_lik_sum(t, i, None), "sum")
+                return self._block_sums(theta, False, True)[1]
             return self._grad_log_lik_sum(theta, idx, weights)
         if idx is not None and self._native_kind:
             # a backend's fused gather-and-reduce (a CUDA kernel on CuPy, compiled loops on NumPy with
@@ -207,10 +237,16 @@ class _GLM(Model):
             r = r * weights
         return (r[:, None, :] @ Xb)[:, 0, :]
 
+    def log_lik_total(self, theta: Array) -> Array:
+        if isinstance(self.X, RowSource):  # data on disk: summed block by block, never N terms per chain
+            return self._block_sums(theta, True, False)[0]
+        return super().log_lik_total(theta)
+
     def log_posterior_and_grad(self, theta: Array) -> tuple[Array, Array]:
         # One pass over the data for both: eta = X theta feeds log f and its derivative.
-        if isinstance(self.X, RowSource):
-            return super().log_posterior_and_grad(theta)
+        if isinstance(self.X, RowSource):  # one read of each block for both sums
+            logf, g = self._block_sums(theta, True, True)
+            return self.log_prior(theta) + logf, self.grad_log_prior(theta) + g
         xp = self.xp
         eta = theta @ self.X.T
         logf, r, _ = self._terms(eta, self.y[None, :], want=(True, True, False))
