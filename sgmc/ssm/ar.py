@@ -66,6 +66,8 @@ class AR(StateSpaceModel):
     """
 
     score_methods = ("exact",)
+    #: the exact gradient comes with the likelihood, from one pass of :meth:`log_lik_and_grad`
+    grad_log_lik = StateSpaceModel._grad_from_pair
 
     def __init__(self, y: Any, order: int, *, prior_var: float = 100.0, prior_shape: float = 1.0,
                  prior_rate: float = 1.0):
@@ -139,12 +141,6 @@ class AR(StateSpaceModel):
         theta = self._checked(theta)
         logd, score = self._terms(theta, self._X[None], self._Y[None])
         return self.xp.sum(logd, axis=-1), self.xp.sum(score, axis=-2)
-
-    def grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
-        """Exact gradient of the conditional log-likelihood, ``(chains, dim)``."""
-        if idx is not None:
-            self._not_iid()
-        return self.log_lik_and_grad(theta)[1]
 
     def exact_window_score(self, theta: Array, windows: Windows, y_windows: Array) -> Array:
         """Weighted sum of the terms' scores over each window (terms ``t < p`` have none)."""

@@ -103,6 +103,8 @@ class ARHMM(StateSpaceModel):
     """
 
     score_methods = ("exact",)
+    #: the exact gradient comes with the likelihood, from one pass of :meth:`log_lik_and_grad`
+    grad_log_lik = StateSpaceModel._grad_from_pair
 
     def __init__(self, y: Any, n_states: int, order: int = 1, *, prior_var: float = 100.0, transition_prior: float = 1.0):
         xp, series, _ = as_series(y, "y")
@@ -237,19 +239,11 @@ class ARHMM(StateSpaceModel):
             self._not_iid()
         return self.log_lik_and_grad(theta)[0]
 
-    def grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
-        """Exact gradient of the log-likelihood (Fisher's identity, forward-backward), ``(chains, dim)``."""
-        if idx is not None:
-            self._not_iid()
-        return self.log_lik_and_grad(theta)[1]
-
     def exact_window_score(self, theta: Array, windows: Windows, y_windows: Array) -> Array:
         """Weighted score over buffered windows by forward-backward, batched over chains x M."""
         xp = self.xp
-        theta, _ = self._theta(theta)
-        c, M = windows.start.shape
+        th, c, M = self._per_window(theta, windows)
         b, L = c * M, windows.L
-        th = xp.reshape(xp.broadcast_to(theta[:, None, :], (c, M, self.dim)), (b, self.dim))
         Pi = row_softmax(xp, self._split(th)[0])
         first = xp.reshape(windows.start == 0, (b,))
         p0 = xp.where(first[:, None], self._uniform(b), stationary_distribution(Pi))

@@ -149,6 +149,7 @@ class StateSpaceModel(Model):
         raise NotImplementedError(msg)
 
     # -- the exact likelihood, when tractable --------------------------------------------------------
+    # These override Model's placeholders: here the likelihood is of the whole series, not per datum.
     @_placeholder
     def log_lik(self, theta: Array, idx: Array | None = None) -> Array:
         """Log-likelihood of the whole series, shape ``(chains,)``."""
@@ -164,6 +165,22 @@ class StateSpaceModel(Model):
     def log_lik_and_grad(self, theta: Array) -> tuple[Array, Array]:
         """Log-likelihood ``(chains,)`` and its gradient ``(chains, dim)`` (one pass when possible)."""
         return self.log_lik(theta), self.grad_log_lik(theta)
+
+    def _grad_from_pair(self, theta: Array, idx: Array | None = None) -> Array:
+        """Exact gradient of the log-likelihood, ``(chains, dim)``: the second half of :meth:`log_lik_and_grad`.
+
+        A model whose smoother gives both in one pass sets ``grad_log_lik = StateSpaceModel._grad_from_pair``.
+        """
+        if idx is not None:
+            self._not_iid()
+        return self.log_lik_and_grad(theta)[1]
+
+    def _per_window(self, theta: Any, windows: Windows) -> tuple[Array, int, int]:
+        """``theta`` (chains, dim) repeated for each of the M windows: ``(chains * M, dim)``, chains, M."""
+        xp = self.xp
+        theta, _ = self._theta(theta)
+        c, M = windows.start.shape
+        return xp.reshape(xp.broadcast_to(theta[:, None, :], (c, M, self.dim)), (c * M, self.dim)), c, M
 
     @staticmethod
     def _not_iid(*args: Any, **kwargs: Any) -> Any:

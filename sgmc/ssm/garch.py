@@ -298,10 +298,8 @@ class GARCH(StateSpaceModel):
         if self.noise:
             return _absent(type(self).__name__, "exact_window_score")()
         xp = self.xp
-        theta, _ = self._theta(theta)
-        c, M = windows.start.shape
+        th, c, M = self._per_window(theta, windows)
         b, L = c * M, windows.L
-        th = xp.reshape(xp.broadcast_to(theta[:, None, :], (c, M, self.dim)), (b, self.dim))
         first = xp.reshape(windows.start == 0, (b,))
         y = xp.reshape(y_windows, (b, L))
         mask = xp.reshape(windows.mask, (b, L))

@@ -284,6 +284,9 @@ class GaussianHMM(StateSpaceModel):
     ('eta[0,0]', 'eta[0,1]', 'eta[1,0]', 'eta[1,1]', 'mu[0,0]', 'mu[1,0]')
     """
 
+    #: the exact gradient comes with the likelihood, from one pass of :meth:`log_lik_and_grad`
+    grad_log_lik = StateSpaceModel._grad_from_pair
+
     def __init__(
         self,
         y: Any,
@@ -472,19 +475,11 @@ class GaussianHMM(StateSpaceModel):
         # the series once, shape (1, T, m): broadcast against the chains inside the products
         return self._stats(theta, self.y[None, ...], self._p0_uniform(c), None, None)
 
-    def grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
-        """Exact gradient of the log-likelihood (Fisher's identity, forward-backward), ``(chains, dim)``."""
-        if idx is not None:
-            self._not_iid()
-        return self.log_lik_and_grad(theta)[1]
-
     def exact_window_score(self, theta: Array, windows: Windows, y_windows: Array) -> Array:
         """Weighted score over buffered windows by forward-backward, batched over chains x M."""
         xp = self.xp
-        theta, _ = self._theta(theta)
-        c, M = windows.start.shape
+        th, c, M = self._per_window(theta, windows)
         b, L = c * M, windows.L
-        th = xp.reshape(xp.broadcast_to(theta[:, None, :], (c, M, self.dim)), (b, self.dim))
         Pi = self._Pi(self._split(th)[0])
         first = xp.reshape(windows.start == 0, (b,))
         p0 = xp.where(first[:, None], self._p0_uniform(b), stationary_distribution(Pi))

@@ -106,6 +106,9 @@ class LGSSM(StateSpaceModel):
     (3,)
     """
 
+    #: the exact gradient comes with the likelihood, from one pass of :meth:`log_lik_and_grad`
+    grad_log_lik = StateSpaceModel._grad_from_pair
+
     def __init__(self, y: Any, state_dim: int | None = None, *, m0: Any = None, P0: Any = None, prior_var: float = 100.0):
         y_arr = as_series(y, "y")[1]  # (T, m), finite, real: checked before its shape is read
         m = int(y_arr.shape[-1])
@@ -319,12 +322,6 @@ class LGSSM(StateSpaceModel):
         A, Q, C, R, psiQ, psiR, m0, P0 = self._full(theta)
         ll, stats = kalman_stats(A, Q, C, R, self.y, m0, P0)
         return ll, self._theta_grad(A, Q, C, R, psiQ, psiR, stats)
-
-    def grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
-        """Exact gradient of the log-likelihood (Fisher's identity, RTS smoother), ``(chains, dim)``."""
-        if idx is not None:
-            self._not_iid()
-        return self.log_lik_and_grad(theta)[1]
 
     def exact_window_score(self, theta: Array, windows: Windows, y_windows: Array) -> Array:
         """Weighted score over buffered windows by the Kalman smoother, batched over chains x M."""
