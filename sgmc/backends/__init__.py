@@ -366,9 +366,10 @@ def default_rng(seed: Any = None, *, backend: Any = "numpy", device: Any = None)
     Parameters
     ----------
     seed : None, int, numpy.random.SeedSequence, numpy.random.Generator or sgmc Generator
-        ``None`` draws fresh OS entropy; an int or SeedSequence seeds PCG64 (CuPy: its own generator
-        seeded from the sequence); a NumPy Generator is used as is (host backends only); an sgmc
-        Generator is returned unchanged after checking it belongs to ``backend`` and ``device``.
+        ``None`` draws fresh OS entropy; an int or SeedSequence seeds PCG64 (CuPy, torch and JAX: their
+        own generators seeded from the sequence); a NumPy Generator is used as is (host backends
+        only); an sgmc Generator is returned unchanged after checking it belongs to ``backend`` and
+        ``device``.
     backend : str, module, array or Backend, default "numpy"
     device : optional
         Device the draws are made on; the backend's default if omitted.

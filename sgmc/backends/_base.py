@@ -1,8 +1,9 @@
 """Backend objects and random generators.
 
 The array API standard has no random numbers, so each backend supplies a :class:`Generator` that draws
-on the backend's own device. Libraries without a usable generator of their own (array-api-strict,
-torch on CPU) draw with NumPy's PCG64 on the host and convert once; CuPy draws on the GPU.
+on the backend's own device. Libraries without a usable generator of their own (array-api-strict)
+draw with NumPy's PCG64 on the host and convert once; CuPy, torch and JAX draw with their own
+generators on their devices.
 
 Backends and generators pickle by the backend's registry name and compare by it, so a generator sent
 to another process (a worker of a process pool or a Dask cluster) is the same generator there.

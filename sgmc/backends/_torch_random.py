@@ -9,8 +9,9 @@ process, in a worker process or on a Dask worker.
 Seeding. On the CPU the 624 words of the Mersenne Twister's state are taken from the sequence
 (``generate_state(624)``, as NumPy's ``MT19937`` does), since ``manual_seed`` keeps only 32 bits of a
 seed there; on other devices ``manual_seed`` gets 64 bits of the sequence. So one seed gives the same
-draws on every CPU, and the same draws on every CUDA device, but CUDA draws are not CPU draws: the
-generators differ.
+draws again on the same kind of device (and torch version), but CUDA draws are not CPU draws: the
+generators differ. torch sizes its CUDA random kernels by the card's multiprocessors, so large draws
+can differ between GPU models.
 
 Integers. ``torch.randint`` reduces a 32-bit random word modulo the range below 2**28 (a skew of up
 to a few percent between values); here every integer is a 63-bit random word reduced modulo
@@ -62,7 +63,8 @@ def _seeded(seed_seq: np.random.SeedSequence, device: torch.device) -> torch.Gen
     if device.type != "cpu":
         return gen  # Philox and the other device generators keep all 64 bits
     state = gen.get_state().numpy().copy()
-    if state.size != _MT_STATE_BYTES or int(state[_MT_OFFSET:_MT_OFFSET + 8].view(np.uint64)[0]) != seed & 0xFFFFFFFF:
+    first = state[_MT_OFFSET:_MT_OFFSET + 8]
+    if state.size != _MT_STATE_BYTES or int(first.view(np.uint64)[0]) != seed & 0xFFFFFFFF:
         return gen  # a layout this module does not know: the 64-bit manual seed (32 bits used)
     words = seed_seq.generate_state(_MT_WORDS, np.uint32).astype(np.uint64)
     if not words.any():
@@ -88,8 +90,8 @@ class TorchGenerator(Generator):
 
     Notes
     -----
-    Draws for one seed are the same on every CPU and the same on every CUDA device, but CUDA draws
-    differ from CPU draws (Philox there, the Mersenne Twister here). Integers are drawn as int64 and
+    Draws for one seed are the same again on the same kind of device, but CUDA draws differ from CPU
+    draws (Philox there, the Mersenne Twister here). Integers are drawn as int64 and
     then cast, so their values do not depend on the ``dtype`` asked for. The generator pickles as its
     sequence, device name and the state of its ``torch.Generator`` (``get_state()``).
 
