@@ -68,6 +68,14 @@ def _check_prob(prob: Any, name: str = "prob") -> float:
     return float(prob)
 
 
+def _quantile_prob(prob: Any) -> float:
+    """``prob`` of ``method='quantile'``: required, a number in (0, 1)."""
+    if prob is None:
+        msg = "`prob` is required for method='quantile' (a number in (0, 1))"
+        raise ValueError(msg)
+    return _check_prob(prob)
+
+
 def _cummin(xp: Namespace, p: Array) -> Array:
     """Cumulative minimum along axis 0 by doubling (log2(K) vectorised steps)."""
     k = p.shape[0]

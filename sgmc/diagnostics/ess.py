@@ -32,7 +32,7 @@ import math
 
 from .._array_api import Array, Namespace
 from ._autocorr import _ess_core
-from ._draws import _as_draws, _check_prob, _series_layout, _split
+from ._draws import _as_draws, _check_prob, _quantile_prob, _series_layout, _split
 from .mcse import hdi, mcse
 from .ranks import _median, _z_scale, ndtri
 
@@ -120,10 +120,7 @@ def ess(
     if method == "tail":
         prob = 0.05 if prob is None else _check_prob(prob)
     elif method == "quantile":
-        if prob is None:
-            msg = "`prob` is required for method='quantile' (a number in (0, 1))"
-            raise ValueError(msg)
-        prob = _check_prob(prob)
+        prob = _quantile_prob(prob)
     xp, x, ndim_in = _as_draws(draws, "draws", min_draws=4)
     chains, n, dim = x.shape
     y = _series_layout(xp, x, bool(per_chain))

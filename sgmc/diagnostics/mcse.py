@@ -12,7 +12,7 @@ import math
 
 from .._array_api import Array, device_of
 from ._autocorr import _ess_core
-from ._draws import _as_draws, _check_prob, _pooled
+from ._draws import _as_draws, _check_prob, _pooled, _quantile_prob
 
 __all__ = ["mcse", "hdi"]
 
@@ -59,10 +59,7 @@ def mcse(draws: Array, *, method: str = "mean", prob: float | None = None) -> Ar
         msg = f"`method` must be one of {_MCSE_METHODS}; got {method!r}"
         raise ValueError(msg)
     if method == "quantile":
-        if prob is None:
-            msg = "`prob` is required for method='quantile' (a number in (0, 1))"
-            raise ValueError(msg)
-        prob = _check_prob(prob)
+        prob = _quantile_prob(prob)
     xp, x, ndim_in = _as_draws(draws, "draws", min_draws=4)
     flat = _pooled(xp, x)
     if method == "mean":
