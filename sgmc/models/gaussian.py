@@ -72,6 +72,18 @@ def _vector(xp: Namespace, value: Any, dim: int, dtype: Any, device: Any, name: 
     return v
 
 
+def _log_normal(xp: Namespace, theta: Array, mean: Array, precision: Array, logdet_cov: float, dim: int) -> Array:
+    """``log N(theta; mean, precision^-1)`` for each row of ``theta`` (chains, dim): shape (chains,)."""
+    r = theta - mean
+    q = xp.sum((r @ precision) * r, axis=-1)
+    return -0.5 * q - 0.5 * (dim * math.log(2 * math.pi) + logdet_cov)
+
+
+def _grad_log_normal(theta: Array, mean: Array, precision: Array) -> Array:
+    """Gradient of :func:`_log_normal` in ``theta``: (chains, dim)."""
+    return -(theta - mean) @ precision
+
+
 class Gaussian(Model):
     """Mean of Gaussian data with known covariance: y_i ~ N(theta, cov), theta ~ N(prior_mean, prior_cov).
 
@@ -124,13 +136,10 @@ class Gaussian(Model):
         self._lip = float(xp.max(xp.linalg.eigvalsh(self.precision)))
 
     def log_prior(self, theta):
-        xp = self.xp
-        r = theta - self.prior_mean
-        q = xp.sum((r @ self.prior_precision) * r, axis=-1)
-        return -0.5 * q - 0.5 * (self.dim * math.log(2 * math.pi) + self._logdet_prior)
+        return _log_normal(self.xp, theta, self.prior_mean, self.prior_precision, self._logdet_prior, self.dim)
 
     def grad_log_prior(self, theta):
-        return -(theta - self.prior_mean) @ self.prior_precision
+        return _grad_log_normal(theta, self.prior_mean, self.prior_precision)
 
     def _rows(self, idx):
         return self.y[None, ...] if idx is None else take_rows(self.xp, self.y, idx)
@@ -237,13 +246,10 @@ class GaussianTarget(Model):
         return cls(backends.asarray([0.0, 0.0], backend=backend, dtype=dtype), backends.asarray(cov, backend=backend, dtype=dtype))
 
     def log_prior(self, theta):
-        xp = self.xp
-        r = theta - self.mean
-        q = xp.sum((r @ self.precision) * r, axis=-1)
-        return -0.5 * q - 0.5 * (self.dim * math.log(2 * math.pi) + self._logdet)
+        return _log_normal(self.xp, theta, self.mean, self.precision, self._logdet, self.dim)
 
     def grad_log_prior(self, theta):
-        return -(theta - self.mean) @ self.precision
+        return _grad_log_normal(theta, self.mean, self.precision)
 
     def log_lik(self, theta, idx=None):
         return self.xp.zeros((theta.shape[0], 0), dtype=self.dtype, device=self.device)
