@@ -14,6 +14,12 @@ exponential family with one site term ``f~_j`` per datum. One site update (App. 
 4. the new site ``f~_i = proj[q_{z_i}^{(-i)} p(y_i | .)] / q_{z_i}^{(-i)}`` (moment matching);
 5. only the old and the new cluster approximations change.
 
+The sites of the other members of a cluster were matched against earlier cavities; for a
+non-Gaussian likelihood they can combine into an improper cavity (a Student-t site may lower the
+NIW's ``Psi``). Such a datum is not skipped, which would freeze it and, when every member's cavity is
+improper, its whole cluster: the cavity is rebuilt from the prior by re-matching the other members'
+sites one at a time (:func:`refresh_cavity`), the local form of the thesis's full EP update.
+
 :func:`ep_sweep` does optional full EP passes without resampling, vectorised over all sites (parallel
 EP: every cavity from the current ``q``). A model supplies ``prior(K)``, ``log_predictive(cav, i)``
 (arrays with a leading cluster axis), ``tilted_site(cav, idx)`` (a leading site axis), optionally
@@ -34,7 +40,7 @@ from .._array_api import Array, array_namespace
 from .._sampling import categorical
 from .._validation import check_int, check_positive
 
-__all__ = ["EPGibbsState", "ep_init", "ep_step", "ep_sweep", "ep_gibbs_sweep", "collapsed_log_prior",
+__all__ = ["EPGibbsState", "ep_init", "ep_step", "ep_sweep", "ep_gibbs_sweep", "refresh_cavity", "collapsed_log_prior",
            "draw_from_logits", "check_assignments", "log_normaliser", "onehot"]
 
 
@@ -50,7 +56,10 @@ class EPGibbsState(NamedTuple):
     sites : tuple of arrays, each (N, ...)
         Natural parameters of every site term.
     skipped : int
-        Site updates skipped so far because the datum's cavity was not a proper distribution.
+        Site updates skipped so far because the datum's cavity was not a proper distribution (with
+        ``refresh="never"``, or when even a refreshed cavity is improper).
+    refreshed : int
+        Cavities rebuilt from the prior (:func:`refresh_cavity`) because the stored one was improper.
     """
 
     z: Array
@@ -58,6 +67,7 @@ class EPGibbsState(NamedTuple):
     q: tuple
     sites: tuple
     skipped: int = 0
+    refreshed: int = 0
 
 
 def check_assignments(xp: Any, z: Any, n: int, K: int, device: Any = None) -> Array:
@@ -122,10 +132,15 @@ def ep_sweep(model: Any, state: EPGibbsState, damping: float = 1.0) -> EPGibbsSt
         raise ValueError(msg)
     xp = array_namespace(state.z)
     K = state.counts.shape[0]
-    cav = tuple(xp.take(q, state.z, axis=0) - s for q, s in zip(state.q, state.sites))
-    new = model.tilted_site(cav, xp.arange(state.z.shape[0], device=state.z.device))
+    own = tuple(xp.take(q, state.z, axis=0) for q in state.q)
+    cav = tuple(q - s for q, s in zip(own, state.sites))
     ok = model.proper(cav)  # sites whose cavity is improper keep their old value
-    new = tuple(xp.where(xp.reshape(ok, (-1,) + (1,) * (n.ndim - 1)), n, s) for n, s in zip(new, state.sites))
+    okb = tuple(xp.reshape(ok, (-1,) + (1,) * (c.ndim - 1)) for c in cav)
+    # an improper cavity is not handed to the model (its predictive has no density): its row is
+    # matched against the cluster's proper q instead, and the result discarded
+    cav = tuple(xp.where(b, c, o) for b, c, o in zip(okb, cav, own))
+    new = model.tilted_site(cav, xp.arange(state.z.shape[0], device=state.z.device))
+    new = tuple(xp.where(b, n, s) for b, n, s in zip(okb, new, state.sites))
     sites = tuple(damping * n + (1.0 - damping) * s for n, s in zip(new, state.sites))
     q = _assemble(xp, model, state.z, K, sites)
     good = model.proper(q)  # clusters the pass would make improper keep their old sites and q
@@ -150,6 +165,38 @@ def _site_update(xp, model, state, i):
     sel = xp.arange(state.z.shape[0], device=state.z.device) == i
     sites = tuple(xp.where(xp.reshape(sel, (-1,) + (1,) * (s.ndim - 1)), n, s) for s, n in zip(state.sites, site))
     return state._replace(q=q, sites=sites)
+
+
+def refresh_cavity(model: Any, state: EPGibbsState, i: int) -> EPGibbsState:
+    """Rebuild the sites of the other members of ``i``'s cluster by one sequential pass from the prior.
+
+    The cavity ``q_k / f~_i`` is a product of sites matched against earlier cavities, when the cluster
+    had other members; a Student-t site can carry a negative contribution to ``Psi`` (an outlier widens
+    the tilted distribution), and once those members have left, the stale sites of the rest need not
+    combine with the prior into a proper NIW. Adding the members ``j != i`` one at a time from the
+    prior (assumed density filtering, as :func:`ep_init` does) re-matches each site against a proper
+    cavity, so every intermediate approximation and the resulting cavity of ``i`` are proper
+    moment-matched NIWs (thesis 5.2.1: the sites of the clusters whose membership changed are updated).
+    Site ``i`` is kept, so ``q_k`` is the rebuilt cavity times it. Returns a new state (the
+    caller's arrays are not written) with ``refreshed`` one higher.
+    """
+    xp = model.xp
+    K = state.counts.shape[0]
+    kk = state.z[i : i + 1]
+    ar = xp.arange(state.z.shape[0], device=state.z.device)
+    members = xp.nonzero((state.z == kk) & (ar != i))[0]  # in index order
+    cur = tuple(xp.take(p, kk, axis=0) for p in model.prior(K))
+    sites = state.sites
+    for m in range(members.shape[0]):
+        j = members[m : m + 1]
+        site = model.tilted_site(cur, j)
+        cur = tuple(c + s for c, s in zip(cur, site))
+        sel = ar == j
+        sites = tuple(xp.where(xp.reshape(sel, (-1,) + (1,) * (s.ndim - 1)), n, s) for s, n in zip(sites, site))
+    e = xp.arange(K, device=state.z.device) == kk
+    q = tuple(xp.where(xp.reshape(e, (K,) + (1,) * (qq.ndim - 1)), c + s[i : i + 1, ...], qq)
+              for qq, c, s in zip(state.q, cur, sites))
+    return state._replace(q=q, sites=sites, refreshed=state.refreshed + 1)
 
 
 def ep_init(model: Any, z: Any, K: int, passes: int = 1) -> EPGibbsState:
@@ -184,23 +231,46 @@ def ep_init(model: Any, z: Any, K: int, passes: int = 1) -> EPGibbsState:
     return state
 
 
-def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float, *,
+REFRESH = ("improper", "never")
+
+
+def check_refresh(refresh: Any) -> str:
+    """``refresh`` as one of :data:`REFRESH`, or a ``ValueError`` naming it."""
+    if not (isinstance(refresh, str) and refresh in REFRESH):
+        msg = f"`refresh` must be one of {REFRESH}; got {refresh!r}"
+        raise ValueError(msg)
+    return refresh
+
+
+def _cavities(xp, state, i, K):
+    old = state.z[i : i + 1]
+    e_old = onehot(xp, old, K, state.counts.dtype)  # (1, K)
+    cav = tuple(q - xp.reshape(e_old, (K,) + (1,) * (q.ndim - 1)) * s[i : i + 1, ...] for q, s in zip(state.q, state.sites))
+    return old, e_old, cav
+
+
+def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float, *, refresh: str = "improper",
             _inplace: bool = False) -> tuple[EPGibbsState, Array]:
     """Resample ``z_i`` by the EP approximate collapsed conditional and update its site (steps 1-5).
 
     Returns the new state and the log conditional probabilities (K,) the draw used (normalised).
     When the cavity of ``i``'s cluster is not a proper distribution (stale sites of a non-Gaussian
-    model can do that), ``z_i`` and its site are left as they are, the state's ``skipped`` count
-    grows by one and the log probabilities are returned as NaN.
+    model can do that), ``refresh="improper"`` (the default) rebuilds it from the prior with the
+    cluster's other sites re-matched (:func:`refresh_cavity`; ``refreshed`` grows by one) and goes on.
+    With ``refresh="never"``, or if the rebuilt cavity is still improper, ``z_i`` and its site are left
+    as they are, the state's ``skipped`` count grows by one and the log probabilities are NaN.
     """
+    refresh = check_refresh(refresh)
     xp = model.xp
     K = state.counts.shape[0]
     dtype = state.counts.dtype
-    old = state.z[i : i + 1]
-    e_old = onehot(xp, old, K, dtype)  # (1, K)
-    cav = tuple(q - xp.reshape(e_old, (K,) + (1,) * (q.ndim - 1)) * s[i : i + 1, ...] for q, s in zip(state.q, state.sites))
+    old, e_old, cav = _cavities(xp, state, i, K)
     if not bool(model.proper(tuple(xp.take(c, old, axis=0) for c in cav))[0]):
-        return state._replace(skipped=state.skipped + 1), xp.full((K,), xp.nan, dtype=dtype, device=state.z.device)
+        if refresh == "improper":
+            state = refresh_cavity(model, state, i)
+            old, e_old, cav = _cavities(xp, state, i, K)
+        if refresh == "never" or not bool(model.proper(tuple(xp.take(c, old, axis=0) for c in cav))[0]):
+            return state._replace(skipped=state.skipped + 1), xp.full((K,), xp.nan, dtype=dtype, device=state.z.device)
     counts = state.counts - e_old[0, :]
     if hasattr(model, "predict_and_match"):  # one pass serves F~ and the site of the drawn cluster
         log_f, match = model.predict_and_match(cav, i)
@@ -222,11 +292,12 @@ def ep_step(rng: Any, model: Any, state: EPGibbsState, i: int, alpha: float, *,
         sel = xp.reshape(xp.arange(state.z.shape[0], device=state.z.device) == i, (-1,))
         sites = tuple(xp.where(xp.reshape(sel, (-1,) + (1,) * (s.ndim - 1)), n, s) for s, n in zip(state.sites, site))
         z = xp.where(sel, new, state.z)
-    return EPGibbsState(z, counts + e_new[0, :], q, sites, state.skipped), logits - log_normaliser(xp, logits)
+    return (EPGibbsState(z, counts + e_new[0, :], q, sites, state.skipped, state.refreshed),
+            logits - log_normaliser(xp, logits))
 
 
 def ep_gibbs_sweep(rng: Any, model: Any, state: EPGibbsState, alpha: float = 1.0, *,
-                   full_ep: int = 0, order: Any = None) -> EPGibbsState:
+                   full_ep: int = 0, order: Any = None, refresh: str = "improper") -> EPGibbsState:
     """One Gibbs sweep over all sites (steps 1-5 each), then ``full_ep`` parallel EP passes (step 6).
 
     Parameters
@@ -241,6 +312,9 @@ def ep_gibbs_sweep(rng: Any, model: Any, state: EPGibbsState, alpha: float = 1.0
         Number of full EP passes without resampling after the sweep (the thesis found 0 sufficient).
     order : sequence of int, optional
         Site order (default ``0..N-1``).
+    refresh : {"improper", "never"}
+        What a step does when the datum's cavity is improper: rebuild it from the prior
+        (:func:`refresh_cavity`) or skip the datum (see :func:`ep_step`).
 
     Returns
     -------
@@ -248,12 +322,13 @@ def ep_gibbs_sweep(rng: Any, model: Any, state: EPGibbsState, alpha: float = 1.0
     """
     alpha = check_positive(alpha, "alpha")
     full_ep = check_int(full_ep, "full_ep", minimum=0)
+    refresh = check_refresh(refresh)
     n = state.z.shape[0]
     xp = array_namespace(state.z)
     # private copies that the steps update row by row (the caller's state is left as it was)
     state = state._replace(z=xp.asarray(state.z, copy=True), sites=tuple(xp.asarray(s, copy=True) for s in state.sites))
     for i in (range(n) if order is None else order):
-        state, _ = ep_step(rng, model, state, int(i), alpha, _inplace=True)
+        state, _ = ep_step(rng, model, state, int(i), alpha, refresh=refresh, _inplace=True)
     for _ in range(full_ep):
         state = ep_sweep(model, state)
     return state

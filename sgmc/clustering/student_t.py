@@ -17,8 +17,9 @@ posterior by a NIW (:mod:`sgmc.clustering.niw`), so that
   safeguarded Newton).
 
 A matched site with ``kappa <= 0`` or ``nu <= 0`` is replaced by the Gaussian site at the tilted mean
-of ``u``, ``(u_bar, u_bar y, u_bar y y^T, 1)``; a datum whose cavity is not a proper NIW is skipped
-by the sampler (see :func:`~sgmc.clustering.ep_gibbs.ep_step`).
+of ``u``, ``(u_bar, u_bar y, u_bar y y^T, 1)``. Sites can lower ``Psi`` (an outlier widens the
+tilted distribution), so a cavity built from stale sites need not be a proper NIW; the sampler then
+rebuilds it from the prior (see :func:`~sgmc.clustering.ep_gibbs.ep_step`).
 With ``nu=None`` the emissions are Gaussian, the sites are exact and EP is exact collapsed Gibbs.
 
 >>> import numpy as np
