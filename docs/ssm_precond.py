@@ -186,6 +186,153 @@ def fisher_study(args):
     print(f"wrote {path}")
 
 
+def rotation(angle):
+    return np.array([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
+
+
+def switching_problem(kind, T, seed):
+    """The thesis's section 3.5.2 settings: two alternating rotations (ARHMM, Pr(switch) = 0.9), or
+    the SLDS with the same dynamics seen through C = I with noise R = 0.1 I (Pr(switch) = 0.1)."""
+    from sgmc.ssm import ARHMM, SLDS
+    from sgmc.ssm.arhmm import ARHMMParams
+    from sgmc.ssm.slds import SLDSParams
+
+    A = np.stack([0.9 * rotation(-math.pi / 4), 0.9 * rotation(math.pi / 4)])
+    Q = np.stack([0.1 * np.eye(2)] * 2)
+    if kind == "ARHMM":
+        truth = ARHMMParams(np.array([[0.1, 0.9], [0.9, 0.1]]), A, Q)
+        proto = ARHMM(np.zeros((8, 2)), 2)
+        _, y = proto.simulate(backends.default_rng(seed), T, proto.unconstrain(truth))
+        model = ARHMM(np.asarray(y), 2)
+    else:
+        truth = SLDSParams(np.array([[0.9, 0.1], [0.1, 0.9]]), A, Q, np.eye(2), 0.1 * np.eye(2))
+        proto = SLDS(np.zeros((8, 2)), 2)
+        _, _, y = proto.simulate(backends.default_rng(seed), T, proto.unconstrain(truth))
+        model = SLDS(np.asarray(y), 2)
+    return model, np.asarray(model.unconstrain(truth)), truth
+
+
+def identified(model, draws):
+    """The identified quantities of draws (chains, n, d): Pi's first column, A, and the noise
+    covariances (Q, and R for the SLDS), as (chains, n, f). The expanded means ``eta`` behind Pi are
+    not identified (their row sums keep the prior's spread), so ESS and means are taken on these."""
+    c, n, d = draws.shape
+    par = model.constrain(draws.reshape(-1, d))
+    parts = [np.asarray(par.Pi)[..., :, 0], np.asarray(par.A).reshape(c * n, -1), np.asarray(par.Q).reshape(c * n, -1)]
+    if hasattr(par, "R"):
+        parts.append(np.asarray(par.R).reshape(c * n, -1))
+    return np.concatenate(parts, axis=1).reshape(c, n, -1)
+
+
+def _ess_pass(feats, passes):
+    """Smallest bulk ESS over the identified quantities (all chains) per data pass of one chain, over
+    all of them and over the entries of A (columns K to K + K m^2 of :func:`identified`)."""
+    e = np.asarray(ess(feats))
+    K = 2
+    return float(np.min(e)) / passes, float(np.min(e[K:K + K * 4])) / passes
+
+
+def switching_study(args):
+    """SGRLD with the stationary complete-data Fisher and with the identity form against MALA (ARHMM)
+    on the thesis's switching models; ESS per data pass, and the posterior means against MALA's."""
+    from sgmc.samplers import SGRLD
+
+    S, B = args.switch_S, args.switch_B
+    tables = {}
+    for kind in args.models:
+        model, truth_theta, truth = switching_problem(kind, args.switch_T, args.seed)
+        T, d = int(model.T), model.dim
+        chains = args.chains if kind == "ARHMM" else args.slds_chains
+        common = dict(chains=chains, init=truth_theta, rng=args.seed, progress=False)
+        passes_wanted = args.switch_passes if kind == "ARHMM" else args.slds_passes
+        rows, ref = [], None
+        if kind == "ARHMM":                      # MALA on the exact posterior: one data pass an iteration
+            best = None
+            for h in args.mala_h:
+                c0 = time.process_time()
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        tr = sgmc.sample(model, "mala", step_size=h, n_iter=args.mala_iter,
+                                         burn_in=args.mala_iter // 2, **common)
+                except (sgmc.DivergenceError, np.linalg.LinAlgError) as err:
+                    rows.append([kind, "MALA (exact gradient)", "-", h, args.mala_iter, None, None, None, None, None,
+                                 None, None, "diverged: " + str(err).split("\n")[0][:80]])
+                    continue
+                cpu = time.process_time() - c0
+                draws = identified(model, np.asarray(tr.draws))
+                acc = float(np.mean(np.asarray(tr.stats["accepted"])))
+                passes = args.mala_iter - args.mala_iter // 2
+                e, e_A = _ess_pass(draws, passes)
+                rows.append([kind, "MALA (exact gradient)", "-", h, args.mala_iter, passes, round(e, 4), round(e_A, 4),
+                             None, None, None, round(cpu, 1), f"acceptance {acc:.2f}"])
+                print(rows[-1], flush=True)
+                if best is None or e > best[0]:
+                    best = (e, draws, len(rows) - 1)
+            if best is not None:
+                ref = best[1].reshape(-1, best[1].shape[-1])
+                rows[best[2]][-1] += "; the reference for the means"
+        per_iter = S + 2 * B
+        n_iter = int(round(passes_wanted * T / per_iter))
+        for moments in ("stationary", "identity"):
+            for h in args.switch_h:
+                sampler = SGRLD(metric=model.fisher_metric(moments=moments))
+                c0 = time.process_time()
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        tr = sgmc.sample(model, sampler, "buffered", step_size=h, n_iter=n_iter, burn_in=n_iter // 2,
+                                         estimator_options=dict(subsequence_length=S, buffer=B), **common)
+                except (sgmc.DivergenceError, np.linalg.LinAlgError) as err:
+                    rows.append([kind, "SGRLD (buffered)", moments, h, n_iter, None, None, None, None, None, None, None,
+                                 "diverged: " + str(err).split("\n")[0][:80]])
+                    continue
+                cpu = time.process_time() - c0
+                draws = np.asarray(tr.draws)
+                if not np.all(np.isfinite(draws)):
+                    rows.append([kind, "SGRLD (buffered)", moments, h, n_iter] + [None] * 7 + ["non-finite draws"])
+                    continue
+                passes = (n_iter - n_iter // 2) * per_iter / T
+                est = model.constrain(draws.reshape(-1, d).mean(axis=0))
+                draws = identified(model, draws)
+                flat = draws.reshape(-1, draws.shape[-1])
+                if ref is not None:
+                    z = np.abs(flat.mean(axis=0) - ref.mean(axis=0)) / ref.std(axis=0)
+                    sdr = np.median(flat.std(axis=0) / ref.std(axis=0))
+                    bias, ratio = round(float(np.max(z)), 2), round(float(sdr), 2)
+                else:
+                    bias = ratio = None
+                err_A = float(np.mean((np.asarray(est.A) - truth.A) ** 2))
+                e, e_A = _ess_pass(draws, passes)
+                rows.append([kind, "SGRLD (buffered)", moments, h, n_iter, round(passes, 1), round(e, 4), round(e_A, 4),
+                             bias, ratio, f"{err_A:.2e}", round(cpu, 1), ""])
+                print(rows[-1], flush=True)
+        what = (f"T = {T} simulated from the thesis's section 3.5.2 parameters; {chains} chains from the truth, "
+                f"the second half kept. SGRLD: buffered gradients S = {S}, B = {B}"
+                + (" (blocked Gibbs on each window, the 'z' gradient)" if kind == "SLDS" else " (exact on each window)")
+                + f", {n_iter} iterations ({passes_wanted:g} data passes per chain), the metric "
+                "model.fisher_metric(moments=...) with 'stationary' (M_k = E[x x^T | z = k] of the switching process at "
+                "theta, from the coupled Lyapunov equations: the complete-data Fisher) or 'identity' (M = I, the "
+                "thesis's choice). ")
+        what += (f"MALA: exact gradients and log density (forward-backward), {args.mala_iter} iterations, one data "
+                 "pass each; the MALA run with the largest ESS per pass is the reference for the means. "
+                 "min ESS / pass: smallest bulk ESS over the identified quantities (Pi's first column, A, Q; the "
+                 "expanded means behind Pi are not identified) of all chains, per data pass of one chain in the "
+                 "kept half (and over the entries of A alone); max |mean - MALA| (sd): the largest gap of a posterior mean from MALA's, in MALA's "
+                 "posterior sds; sd ratio: median over coordinates of sd / MALA's sd; MSE of A: squared error of the "
+                 "posterior mean of A against the truth; CPU s: process time of the run."
+                 if kind == "ARHMM" else
+                 "No MALA: the SLDS has no tractable likelihood, so no exact log density or gradient; the two metric "
+                 "forms are compared by ESS per data pass and by the error of the posterior mean of A against the "
+                 "truth (the thesis's Figure 3.15 measure). min ESS / pass as for the ARHMM, over Pi's first column, A, "
+                 "Q and R; CPU s: process time.")
+        tables[kind] = {"columns": ["model", "sampler", "moments", "h", "iterations", "kept data passes",
+                                    "min ESS / pass", "min ESS / pass, A", "max |mean - MALA| (sd)", "sd ratio", "MSE of A", "CPU s",
+                                    "note"], "rows": rows, "notes": what}
+    path = write_results(args.results or "ssm_fisher_switching", tables)
+    print(f"wrote {path}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--study", choices=["samplers", "fisher"], default="samplers")
@@ -204,7 +351,23 @@ def main(argv=None):
     p.add_argument("--h", type=float, nargs="+", default=[1.0, 0.3, 0.1, 0.03, 0.01, 0.001], help="SGRLD steps (metric scale)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--results", default=None)
+    p.add_argument("--models", nargs="+", default=["LGSSM"], choices=["LGSSM", "ARHMM", "SLDS"],
+                   help="fisher study: the scalar LGSSM, or the thesis's ARHMM and SLDS (ssm_fisher_switching)")
+    p.add_argument("--switch-T", type=int, default=1000, help="fisher study, ARHMM/SLDS: series length")
+    p.add_argument("--switch-S", type=int, default=2, help="fisher study, ARHMM/SLDS: subsequence length")
+    p.add_argument("--switch-B", type=int, default=2, help="fisher study, ARHMM/SLDS: buffer")
+    p.add_argument("--switch-passes", type=float, default=30.0, help="fisher study, ARHMM/SLDS: data passes per chain")
+    p.add_argument("--switch-h", type=float, nargs="+", default=[0.1, 0.03, 0.01], help="fisher study, ARHMM/SLDS: SGRLD steps")
+    p.add_argument("--mala-h", type=float, nargs="+", default=[3e-3, 1e-3, 3e-4], help="fisher study, ARHMM: MALA steps")
+    p.add_argument("--mala-iter", type=int, default=2000, help="fisher study, ARHMM: MALA iterations")
+    p.add_argument("--slds-chains", type=int, default=2, help="fisher study, SLDS: chains (its Gibbs gradient is dear)")
+    p.add_argument("--slds-passes", type=float, default=10.0, help="fisher study, SLDS: data passes per chain")
     args = p.parse_args(argv)
+    if args.study == "fisher" and args.models != ["LGSSM"]:
+        if "LGSSM" in args.models:
+            p.error("--models: run the LGSSM study on its own (it writes ssm_fisher), ARHMM and SLDS together")
+        switching_study(args)
+        return
     if args.study == "fisher":
         if args.T == 10_000:
             args.T = 1000
