@@ -192,6 +192,7 @@ class Gaussian(Model):
         return cov @ rhs, cov
 
 
+# Its backend and param_names are documented again, as in Gaussian: each class's help stands alone.
 class GaussianTarget(Model):
     """A data-free target N(mean, cov): the exact reference for samplers and diagnostics.
 
