@@ -6,7 +6,8 @@ state on the estimator object. Names accepted by :func:`sgmc.sample`: ``"full"``
 ``"cv"``, ``"svrg"``, the preferential and adaptive estimators of Putcha et al. (2023) ``"ps"``,
 ``"cv-ps"`` (:mod:`.preferential`), ``"adaptive-cv"``, ``"adaptive-cv-ps"`` (:mod:`.adaptive`), ``"saga"`` and ``"dpp"``
 ``"minibatch-noise"`` (with an estimate of its own error covariance), ``"cv-switch"`` (the control
-variate within ``radius=`` of its centre), ``"noisy"`` with ``noise_sd=``, and for state space models
+variate within ``radius=`` of its centre), ``"noisy"`` with ``noise_sd=``, ``"chunked"`` (whole storage
+chunks of zarr or Dask data, :mod:`.chunked`), and for state space models
 ``"buffered"`` (:class:`sgmc.ssm.Buffered`, registered when :mod:`sgmc.ssm` is imported, which ``import
 sgmc`` does). Names may use ``-`` or ``_``. The subset and categorical draws that
 estimators build on (:func:`subsample`, :func:`categorical`) are here for custom estimators.
@@ -36,6 +37,7 @@ from .weights import cv_ps_weights, ps_weights
 from .v0 import calibrate_v0, laplace_v0, pilot_distances
 from .saga import SAGA, SAGAState
 from .noise import MinibatchNoise, NoiseState, SwitchingControlVariate
+from .chunked import ChunkedMinibatch
 
 __all__ = [
     "EstimateInfo",
@@ -69,6 +71,7 @@ __all__ = [
     "MinibatchNoise",
     "NoiseState",
     "SwitchingControlVariate",
+    "ChunkedMinibatch",
     "make_estimator",
     "ESTIMATORS",
     "subsample",
@@ -89,6 +92,7 @@ ESTIMATORS = {
     "dpp": DPPSubsampling,
     "minibatch-noise": MinibatchNoise,
     "cv-switch": SwitchingControlVariate,
+    "chunked": ChunkedMinibatch,
 }
 
 _NO_BATCH = ("full", "noisy")

@@ -209,7 +209,8 @@ class _GLM(Model):
                 if out is not NotImplemented:
                     return out
         block = self.block_elements
-        if block is not None and theta.shape[0] == idx.shape[0]:
+        # rows read from disk are gathered once for all chains (each storage chunk read once)
+        if block is not None and theta.shape[0] == idx.shape[0] and not isinstance(self.X, RowSource):
             chains, batch = idx.shape
             step = max(1, block // (batch * self.dim))
             if step < chains:
