@@ -455,7 +455,8 @@ def test_make_estimator_by_name():
     X, y = linear_data(n=500)
     model = LinearRegression(X, y)
     assert set(ESTIMATORS) == {"full", "minibatch", "cv", "svrg", "noisy", "ps", "cv-ps", "adaptive-cv",
-                               "adaptive-cv-ps", "saga", "dpp", "minibatch-noise", "cv-switch", "buffered"}
+                               "adaptive-cv-ps", "saga", "dpp", "minibatch-noise", "cv-switch", "buffered",
+                               "chunked"}
     assert isinstance(make_estimator("full", model), FullGradient)
     mb = make_estimator("minibatch", model)
     assert isinstance(mb, Minibatch) and mb.batch_size == 5  # default N // 100
