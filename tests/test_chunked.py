@@ -226,3 +226,18 @@ def test_bad_arguments_are_refused_by_name():
         ChunkedMinibatch(model, 8, chunks=bounds, chunk_probs="rows")
     with pytest.raises(ValueError, match="`n_chunks` must be"):
         ChunkedMinibatch(model, 8, n_chunks=0, chunks=bounds)
+
+
+def test_every_datum_has_expected_weight_one_on_every_backend(xb):
+    _, bounds = _design()
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(60, 2))
+    model = LinearRegression(xb.asarray(X), xb.asarray(X[:, 0] + rng.normal(size=60)))
+    est = ChunkedMinibatch(model, 6, n_chunks=3, chunks=bounds, chunk_probs=[1.0, 3.0, 0.5, 2.0, 1.0])
+    idx, w = est.draw(xb.rng(5), 20_000)
+    idx, w = xb.to_numpy(idx), xb.to_numpy(w).astype(np.float64)
+    c = np.zeros((20_000, 60))
+    np.add.at(c, (np.repeat(np.arange(20_000), idx.shape[1]), idx.reshape(-1)), w.reshape(-1))
+    assert _max_z(c, 1.0) < Z_TOL
+    g, _, _ = est.estimate(xb.rng(6), None, xb.asarray(np.zeros((4, 2))))
+    assert tuple(g.shape) == (4, 2) and np.all(np.isfinite(xb.to_numpy(g)))
