@@ -241,3 +241,26 @@ def test_every_datum_has_expected_weight_one_on_every_backend(xb):
     assert _max_z(c, 1.0) < Z_TOL
     g, _, _ = est.estimate(xb.rng(6), None, xb.asarray(np.zeros((4, 2))))
     assert tuple(g.shape) == (4, 2) and np.all(np.isfinite(xb.to_numpy(g)))
+
+
+def test_any_arguments_give_an_estimator_or_an_error_naming_one():
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    model, _ = _design()
+    values = st.one_of(st.none(), st.integers(-3, 70), st.floats(allow_nan=True, allow_infinity=True),
+                       st.text(max_size=4), st.lists(st.integers(-5, 70), max_size=7),
+                       st.lists(st.floats(-1, 5), min_size=5, max_size=5), st.just("size"))
+
+    @hypothesis.settings(max_examples=100, deadline=None, database=None, derandomize=True,
+                         suppress_health_check=[hypothesis.HealthCheck.too_slow])
+    @hypothesis.given(batch_size=values, n_chunks=values, chunks=values, chunk_probs=values)
+    def check(batch_size, n_chunks, chunks, chunk_probs):
+        try:
+            est = ChunkedMinibatch(model, batch_size, n_chunks=n_chunks, chunks=chunks, chunk_probs=chunk_probs)
+        except (TypeError, ValueError) as exc:
+            assert any(f"`{a}`" in str(exc) for a in ("batch_size", "n_chunks", "chunks", "chunk_probs")), str(exc)
+            return
+        idx, w = est.draw(default_rng(0), 2)
+        assert idx.shape == (2, est.batch_size) and np.all(np.asarray(w) > 0)
+
+    check()
