@@ -16,9 +16,13 @@ including the warm-up); NumPyro need not be installed here. NUTS was scored once
 run, so its cost of reaching a KSD level is at most its whole run's: a ratio of NUTS's cost to SGLD's
 at a level is an upper bound.
 
-Run from the repository root (a few CPU minutes at d = 10, 50, 100)::
+``--centres`` measures instead the centres of the CV columns' control runs (the unpolished SGD
+estimates): their distance from the mode at the mode's curvature beside their Newton decrement.
+
+Run from the repository root (a few CPU minutes each at d = 10, 50, 100)::
 
     python docs/table2_cost.py --dims 10 50 100
+    python docs/table2_cost.py --centres --dims 10 50 100
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from docs._results import RESULTS_DIR, write_results  # noqa: E402  (imported fi
 import numpy as np  # noqa: E402
 
 from sgmc import backends  # noqa: E402
-from sgmc.experiments._logistic import METHODS, make_problem, metrics, run_method, tune  # noqa: E402
+from sgmc.experiments._logistic import METHODS, make_problem, metrics, run_method, sgd_mode, tune  # noqa: E402
 from sgmc.experiments.logistic import FULL, thinned_tail  # noqa: E402
 from sgmc.optimize import laplace  # noqa: E402
 
@@ -85,13 +89,68 @@ def sgld_costs(dim, seed, cfg):
     return {"setup": setup, "tuning": tuning, "run": run["cpu"], "h": h, "path": path, "pilots": len(res.table)}
 
 
+def recorded_gaps(dim):
+    """{CV column: the Newton decrement recorded for its control centre} from the Table 2 results files."""
+    out = {}
+    for path in sorted(RESULTS_DIR.glob("repro-table2-*.json")):
+        table = json.loads(path.read_text(encoding="utf-8"))["tables"].get("cv_controls")
+        if table is None or "mode_gap (sds)" not in table["columns"]:
+            continue
+        col = table["columns"].index("mode_gap (sds)")
+        for r in table["rows"]:
+            if r[0] == dim and r[2] == "SGD only (control)":
+                out[r[1]] = (r[col], f"docs/results/{path.name}")
+    return out
+
+
+def centres(dims, seed, cfg):
+    """The control centres of Table 2's CV columns (the unpolished SGD estimates, each from the seed the
+    experiment's control run used) measured two ways: the distance from the mode at the mode's curvature
+    (mode_distance) and the Newton decrement at the centre (mode_gap), beside the decrement the results
+    files recorded (the same point when the two decrements agree)."""
+    rows = []
+    for dim in dims:
+        problem = make_problem(cfg["n"], dim, seed)
+        be = backends.get_backend(problem.model.xp)
+        seeds = np.random.SeedSequence([seed, dim, 1]).spawn(2 * len(METHODS) + 3)
+        recorded = recorded_gaps(dim)
+        for k, (label, _, est) in enumerate(METHODS):
+            if est != "cv":
+                continue
+            ss = seeds[2 * k + 1]
+            ss.spawn(2)                   # the long run's children (no long run diverged in Table 2's runs)
+            opt_seed, _ = ss.spawn(2)     # the control run's
+            _, _, gaps = sgd_mode(problem, cfg["sgd_steps"],
+                                  backends.default_rng(opt_seed, backend=be, device=problem.model.device), polish=False)
+            rec, src = recorded.get(label, (None, None))
+            rows.append([dim, label, round(gaps["dist_sgd"], 2), round(gaps["gap_sgd"], 2),
+                         round(float(rec), 2) if rec is not None else None, src])
+            print(rows[-1], flush=True)
+    return {"columns": ["d", "method", "distance from the mode (sds, mode's curvature)",
+                        "Newton decrement (sds, curvature at the centre)", "decrement recorded by the Table 2 run",
+                        "recorded in"],
+            "rows": rows,
+            "notes": (f"The control centres of Table 2's CV columns: {cfg['sgd_steps']} SGD steps from theta_0, not "
+                      "polished, rerun with the seeds of the experiment's control runs. The distance from the mode "
+                      "uses the negative Hessian at the mode (the Laplace precision), the Newton decrement "
+                      "(sgmc.optimize.mode_gap) the one at the centre; the last columns give the decrement the Table 2 "
+                      "run recorded, which identifies the point.")}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dims", type=int, nargs="+", default=[10, 50, 100])
     ap.add_argument("--seed", type=int, default=0, help="the experiment's seed (Table 2's runs used 0)")
-    ap.add_argument("--results", default="table2_cost")
+    ap.add_argument("--results", default=None, help="results name (default table2_cost, or table2_centres)")
+    ap.add_argument("--centres", action="store_true",
+                    help="measure the CV columns' control centres instead (results table2_centres)")
     args = ap.parse_args(argv)
     cfg = dict(FULL)
+    if args.centres:
+        table = centres(args.dims, args.seed, cfg)
+        print("wrote", write_results(args.results or "table2_centres", {"centres": table},
+                                     extra={"settings": {**cfg, "dims": args.dims, "seed": args.seed}}))
+        return
     whole, reach = [], []
     for dim in args.dims:
         s = sgld_costs(dim, args.seed, cfg)
@@ -136,7 +195,7 @@ def main(argv=None):
                       "upper bound and so is the ratio; an empty NUTS cell: NUTS's KSD is above the level."),
         },
     }
-    print("wrote", write_results(args.results, tables, extra={"settings": {**cfg, "dims": args.dims, "seed": args.seed,
+    print("wrote", write_results(args.results or "table2_cost", tables, extra={"settings": {**cfg, "dims": args.dims, "seed": args.seed,
                                                                           "lengths": list(LENGTHS)}}))
 
 
