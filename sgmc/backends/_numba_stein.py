@@ -14,7 +14,9 @@ so that the triangle's work is balanced. Each pair costs one square root and one
 (beta = -1/2) and 8d + 13 further flops for the joint kind: the loop wins over the twin's matrix
 products only at small d. Above ``STEIN_MAX_DIMS`` the tiled path (:func:`stein_tiles`) runs instead:
 the twin's matrix products called from a compiled loop over tiles, with the powers of B in one
-pass per tile.
+pass per tile (for beta = -1/2, 1/sqrt(B) from the single-precision estimate and two Newton steps,
+no division and no square root) that also adds up the row sums the features' column of ones needs,
+so that the products run on column counts the BLAS handles at full speed.
 """
 
 from __future__ import annotations
@@ -147,99 +149,147 @@ TILE_ROWS = 128
 TILE_COLS = 256
 
 
-def _tiled_source() -> str:
+#: Fast reciprocal square root (beta = -1/2): where every B of the problem lies in [RSQRT_RANGE[0],
+#: RSQRT_RANGE[1]], 1/sqrt(B) starts from the single-precision estimate and two Newton steps in double
+#: precision bring it to rounding (relative error below 1e-15), replacing a division and a square root.
+RSQRT_RANGE = (1e-30, 1e30)
+
+
+def _power_lines(mode: str, ind: str) -> list:
+    """Statements that turn ``b`` into ``w`` = B^beta and ``inv`` = 1/B."""
+    if mode == "rsqrt":
+        return [
+            f"{ind}y = np.float64(np.float32(1.0) / math.sqrt(np.float32(b)))",
+            f"{ind}hb = 0.5 * b",
+            f"{ind}y = y * (1.5 - hb * y * y)",
+            f"{ind}w = y * (1.5 - hb * y * y)",
+            f"{ind}inv = w * w",
+        ]
+    if mode == "half":
+        return [f"{ind}inv = 1.0 / b", f"{ind}w = math.sqrt(inv)"]
+    return [f"{ind}inv = 1.0 / b", f"{ind}w = inv ** nb_"]
+
+
+def _pass_lines(mode: str, full2: bool, weighted: bool) -> list:
+    """One pass over a tile: W = B^beta in place of B, W1 = W / B, W2 = W1 / B (or only its row sums),
+    and the row sums of W1 and W2 (the contractions with the features' column of ones)."""
+    ind = " " * 20
+    out = ["            for p in range(r):", "                a1 = 0.0", "                a2 = 0.0",
+           "                for q in range(m):", f"{ind}b = B[p, q]"]
+    out += _power_lines(mode, ind)
+    if weighted:  # the diagonal square of the lower triangle: weight 2 below the diagonal, 1 on it, 0 above
+        out.append(f"{ind}w *= 2.0 if q < p else (1.0 if q == p else 0.0)")
+    out += [f"{ind}w1 = w * inv", f"{ind}w2 = w1 * inv", f"{ind}B[p, q] = w", f"{ind}W1[p, q] = w1"]
+    if full2:
+        out.append(f"{ind}W2[p, q] = w2")
+    out += [f"{ind}a1 += w1", f"{ind}a2 += w2",
+            "                h1[i0 + p, d1] += wgt * a1",
+            "                h2[i0 + p, d2] += wgt * a2"]
+    return out
+
+
+def _tiled_source(mode: str, full2: bool) -> str:
     """The tile loop: B by one product, the powers of B in one pass, the contractions by products.
 
     Per tile of rows [i0, i1) and columns [j0, j1): ``B = fb[rows] @ gb[cols].T`` (BLAS), then one
-    pass turns B into W = B^beta in place and writes W1 = W / B (and W2 = W1 / B, or only its row
-    sums), and ``W @ s``, ``W1 @ g1`` (``W2 @ g2``) are BLAS products added to the rows'
-    contractions with the tile's weight. The twin (:func:`sgmc.diagnostics._stein._contract`) runs
-    the same products, and the elementwise steps in separate NumPy passes over the tile. ``lower``
-    selects the per-row sums (columns below the block, twice, and the diagonal square with weights
-    2 below the diagonal, 1 on it, 0 above); otherwise the upper triangle (the square once, the
-    columns after it twice). ``half``: beta = -1/2, W = sqrt(1 / B).
+    pass turns B into W = B^beta in place and writes W1 = W / B (and W2 = W1 / B where ``full2``),
+    adding the row sums of W1 and W2 to the last column of ``h1`` and ``h2``; ``W @ S``, ``W1 @ G1``
+    (and ``W2 @ G2``) are BLAS products, with ``G1``, ``G2`` the column features without their last
+    column of ones, added to the rows' contractions with the tile's weight. The twin
+    (:func:`sgmc.diagnostics._stein._contract`) runs the same products with the ones column, and the
+    elementwise steps in separate NumPy passes over the tile. ``lower`` selects the per-row sums
+    (columns below the block, twice, and the diagonal square with weights 2 below the diagonal, 1 on
+    it, 0 above); otherwise the upper triangle (the square once, the columns after it twice).
+    ``mode``: ``"rsqrt"`` or ``"half"`` (beta = -1/2, with or without the fast reciprocal square
+    root), ``"pow"`` (any beta).
     """
-    return '''
-def tiles(fb, gb, S, G1, G2, half, beta, lower, block, chunk, h0, h1, h2, buf0, buf1, buf2, t0, t1, t2):
-    n = fb.shape[0]
-    d0 = S.shape[1]
-    d1 = G1.shape[1]
-    d2 = G2.shape[1]
-    sums = d2 == 0
-    nb_ = -beta
-    for i0 in range(0, n, block):
-        i1 = min(n, i0 + block)
-        r = i1 - i0
-        fbr = fb[i0:i1]
-        j0 = 0 if lower else i0
-        while j0 < n:
-            diag = j0 == i0
-            if lower:
-                j1 = i1 if diag else min(i0, j0 + chunk)
-            else:
-                j1 = i1 if diag else min(n, j0 + chunk)
-            m = j1 - j0
-            wgt = 1.0 if diag else 2.0
-            B = buf0[: r * m].reshape((r, m))
-            W1 = buf1[: r * m].reshape((r, m))
-            W2 = buf2[: r * m].reshape((r, m)) if not sums else buf2[:0].reshape((0, 0))
-            np.dot(fbr, gb[j0:j1].T, B)
-            for p in range(r):
-                acc = 0.0
-                for q in range(m):
-                    inv = 1.0 / B[p, q]
-                    w = math.sqrt(inv) if half else inv ** nb_
-                    if lower and diag:
-                        w *= 2.0 if q < p else (1.0 if q == p else 0.0)
-                    w1 = w * inv
-                    B[p, q] = w
-                    W1[p, q] = w1
-                    if sums:
-                        acc += w1 * inv
-                    else:
-                        W2[p, q] = w1 * inv
-                if sums:
-                    h2[i0 + p, 0] += wgt * acc
-            T0 = t0[: r * d0].reshape((r, d0))
-            T1 = t1[: r * d1].reshape((r, d1))
-            np.dot(B, S[j0:j1], T0)
-            np.dot(W1, G1[j0:j1], T1)
-            if not sums:
-                T2 = t2[: r * d2].reshape((r, d2))
-                np.dot(W2, G2[j0:j1], T2)
-            for p in range(r):
-                for k in range(d0):
-                    h0[i0 + p, k] += wgt * T0[p, k]
-                for k in range(d1):
-                    h1[i0 + p, k] += wgt * T1[p, k]
-                if not sums:
-                    for k in range(d2):
-                        h2[i0 + p, k] += wgt * T2[p, k]
-            if lower and diag:
-                break
-            j0 = j1
-            if lower and j0 >= i0:
-                j0 = i0
-'''
+    lines = [
+        "def tiles(fb, gb, S, G1, G2, beta, lower, block, chunk, h0, h1, h2, buf0, buf1, buf2, t0, t1, t2):",
+        "    n = fb.shape[0]",
+        "    d0 = S.shape[1]",
+        "    d1 = G1.shape[1]",
+        "    d2 = G2.shape[1]",
+        "    nb_ = -beta",
+        "    for i0 in range(0, n, block):",
+        "        i1 = min(n, i0 + block)",
+        "        r = i1 - i0",
+        "        fbr = fb[i0:i1]",
+        "        j0 = 0 if lower else i0",
+        "        while j0 < n:",
+        "            diag = j0 == i0",
+        "            if lower:",
+        "                j1 = i1 if diag else min(i0, j0 + chunk)",
+        "            else:",
+        "                j1 = i1 if diag else min(n, j0 + chunk)",
+        "            m = j1 - j0",
+        "            wgt = 1.0 if diag else 2.0",
+        "            B = buf0[: r * m].reshape((r, m))",
+        "            W1 = buf1[: r * m].reshape((r, m))",
+        "            W2 = buf2[: r * m].reshape((r, m))" if full2 else "            W2 = buf2[:0].reshape((0, 0))",
+        "            np.dot(fbr, gb[j0:j1].T, B)",
+        "            if lower and diag:",
+    ]
+    lines += ["    " + ln for ln in _pass_lines(mode, full2, True)]
+    lines.append("            else:")
+    lines += ["    " + ln for ln in _pass_lines(mode, full2, False)]
+    lines += [
+        "            T0 = t0[: r * d0].reshape((r, d0))",
+        "            np.dot(B, S[j0:j1], T0)",
+        "            T1 = t1[: r * d1].reshape((r, d1))",
+        "            np.dot(W1, G1[j0:j1], T1)",
+        "            if d2 > 0:",
+        "                T2 = t2[: r * d2].reshape((r, d2))",
+        "                np.dot(W2, G2[j0:j1], T2)",
+        "            for p in range(r):",
+        "                for k in range(d0):",
+        "                    h0[i0 + p, k] += wgt * T0[p, k]",
+        "                for k in range(d1):",
+        "                    h1[i0 + p, k] += wgt * T1[p, k]",
+        "                for k in range(d2):",
+        "                    h2[i0 + p, k] += wgt * T2[p, k]",
+        "            if lower and diag:",
+        "                break",
+        "            j0 = j1",
+        "            if lower and j0 >= i0:",
+        "                j0 = i0",
+    ]
+    return "\n".join(lines) + "\n"
 
 
-def _tiled_kernel() -> Any:
-    k = _KERNELS.get("tiled")
+def _tiled_kernel(mode: str, full2: bool) -> Any:
+    key = ("tiled", mode, full2)
+    k = _KERNELS.get(key)
     if k is None:
         import math
 
         import numba as nb
 
         scope: dict = {"np": np, "math": math}
-        exec(compile(_tiled_source(), "<sgmc stein tiles>", "exec"), scope)  # noqa: S102
-        # reassoc: the row sums of W2 and the tile's elementwise loop vectorise (rounding only)
-        k = nb.njit(fastmath=_FASTMATH, nogil=True, error_model="numpy")(scope["tiles"])
-        _KERNELS["tiled"] = k
+        exec(compile(_tiled_source(mode, full2), f"<sgmc stein tiles {mode}>", "exec"), scope)  # noqa: S102
+        # reassoc: the row sums and the tile's elementwise loop vectorise (rounding only); arcp and afn
+        # (fast mode only) let the single-precision 1/sqrt be the processor's estimate instruction
+        flags = _FASTMATH | {"arcp", "afn"} if mode == "rsqrt" else _FASTMATH
+        k = nb.njit(fastmath=flags, nogil=True, error_model="numpy")(scope["tiles"])
+        _KERNELS[key] = k
     return k
 
 
 def _c64(a: Any) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def _mode(st: Any) -> str:
+    """``"rsqrt"`` where beta = -1/2 and every B lies in :data:`RSQRT_RANGE`, else ``"half"`` or ``"pow"``.
+
+    B = c^2 + (x - y)^T A (x - y) lies between c^2 and c^2 + 4 max_i x_i^T A x_i, as
+    q(x - y) <= 2 q(x) + 2 q(y) for a positive semi-definite quadratic form q.
+    """
+    if not st.half:
+        return "pow"
+    c2 = float(st.pair[2])
+    xu_max = float(np.max(st.gbt[-1])) if st.gbt.shape[1] else 0.0  # the last row of gbt is x_i^T A x_i
+    top = c2 + 4.0 * max(xu_max, 0.0)
+    return "rsqrt" if RSQRT_RANGE[0] <= c2 and top <= RSQRT_RANGE[1] else "half"
 
 
 def stein_tiles(st: Any, triangle: str) -> Any:
@@ -248,15 +298,19 @@ def stein_tiles(st: Any, triangle: str) -> Any:
         return NotImplemented
     s = _c64(st.s)
     n, d = s.shape
-    g2 = np.empty((n, 0)) if st.g2 is None else _c64(st.g2)
+    full2 = st.g2 is not None
     g1 = _c64(st.g1)
-    k0, k1, k2 = d, g1.shape[1], max(1, g2.shape[1])
+    k0, k1 = d, g1.shape[1]
+    k2 = st.g2.shape[1] if full2 else 1
+    # the features' last column is ones: its contractions are the row sums the pass adds up
+    G1 = _c64(g1[:, :-1])
+    G2 = _c64(st.g2[:, :-1]) if full2 else np.empty((n, 0))
     h0, h1, h2 = np.zeros((n, k0)), np.zeros((n, k1)), np.zeros((n, k2))
     rb, cb = TILE_ROWS, max(TILE_ROWS, TILE_COLS)
-    _tiled_kernel()(_c64(st.fb), _c64(st.gbt.T), s, g1, g2, bool(st.half), float(st.beta), triangle == "lower",
-                    rb, TILE_COLS, h0, h1, h2, np.empty(rb * cb), np.empty(rb * cb),
-                    np.empty(rb * cb if st.g2 is not None else 0), np.empty(rb * k0), np.empty(rb * k1),
-                    np.empty(rb * k2))
+    _tiled_kernel(_mode(st), full2)(
+        _c64(st.fb), _c64(st.gbt.T), s, G1, G2, float(st.beta), triangle == "lower", rb, TILE_COLS, h0, h1, h2,
+        np.empty(rb * cb), np.empty(rb * cb), np.empty(rb * cb if full2 else 0), np.empty(rb * k0),
+        np.empty(rb * k1), np.empty(rb * k2))
     # the twin's _finish, for all rows at once
     if st.kind == "joint":
         rows = np.vecdot(s, h0) + np.vecdot(_c64(st.f1), h1)
