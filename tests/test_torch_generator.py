@@ -46,6 +46,11 @@ def test_torch_backend_makes_a_torch_generator_on_the_cpu():
     assert u.dtype == torch.float32 and k.dtype == torch.int64 and tuple(k.shape) == (2, 6)
 
 
+def test_a_bad_device_is_named():
+    with pytest.raises(ValueError, match=r"`device` must be a torch device or its name .*got 'nowhere'"):
+        default_rng(0, backend="torch", device="nowhere")
+
+
 def test_same_seed_same_draws_and_integers_do_not_depend_on_dtype():
     a, b = default_rng(11, backend="torch"), default_rng(11, backend="torch")
     assert torch.equal(a.normal((50,)), b.normal((50,)))

@@ -41,7 +41,11 @@ _LOW63 = (1 << 63) - 1
 
 def torch_device(device: Any) -> torch.device:
     """A ``torch.device`` with its index (``"cuda"`` names the current CUDA device), CPU for None."""
-    dev = torch.device("cpu" if device is None else device)
+    try:
+        dev = torch.device("cpu" if device is None else device)
+    except (RuntimeError, TypeError) as err:
+        msg = f"`device` must be a torch device or its name (such as 'cpu' or 'cuda:0'); got {device!r}"
+        raise ValueError(msg) from err
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
     return dev
