@@ -267,9 +267,11 @@ def bench_resample(reps: int) -> list:
 
 def bench_subsample(reps: int) -> list:
     """Minibatch indices without replacement: the compiled first-distinct pass against the packed sort."""
-    from sgmc.backends import default_rng
+    from sgmc.backends import _numba, default_rng
     from sgmc.backends._numpy import subsample
 
+    if _numba.available():
+        import numba  # noqa: F401  (the subset draw runs its compiled pass only once Numba is loaded)
     rows = []
     for n_data, size, batch, calls in [(N_DATA, BATCH, 1, 200), (N_DATA, BATCH, 32, 20)]:
         def work(n_data=n_data, size=size, batch=batch, calls=calls):

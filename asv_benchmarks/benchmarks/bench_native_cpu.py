@@ -26,6 +26,8 @@ class _Switch:
     def _switch(self, native):
         if native and not _numba.available():
             raise NotImplementedError("Numba is not installed")
+        if native:
+            import numba  # noqa: F401  (the subset draw runs its compiled pass only once Numba is loaded)
         self._old = _numba.set_enabled(native)
 
     def teardown(self, *args):
