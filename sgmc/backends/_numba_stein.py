@@ -302,7 +302,9 @@ def stein_tiles(st: Any, triangle: str) -> Any:
     g1 = _c64(st.g1)
     k0, k1 = d, g1.shape[1]
     k2 = st.g2.shape[1] if full2 else 1
-    # the features' last column is ones: its contractions are the row sums the pass adds up
+    # the features' last column is ones (make_stein's layout): its contractions are the row sums the pass adds up
+    if not (np.all(g1[:, -1] == 1.0) and (not full2 or np.all(st.g2[:, -1] == 1.0))):
+        return NotImplemented
     G1 = _c64(g1[:, :-1])
     G2 = _c64(st.g2[:, :-1]) if full2 else np.empty((n, 0))
     h0, h1, h2 = np.zeros((n, k0)), np.zeros((n, k1)), np.zeros((n, k2))
