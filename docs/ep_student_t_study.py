@@ -41,6 +41,8 @@ import scipy.special as sp  # noqa: E402
 from sgmc.backends import default_rng  # noqa: E402
 from sgmc.clustering import (StudentTMixtureModel, blocked_t_init, blocked_t_sweep, ep_gibbs_sweep,  # noqa: E402
                              ep_init)
+from sgmc.clustering import student_t as st_mod  # noqa: E402
+from sgmc.clustering.ep_gibbs import ep_step  # noqa: E402
 
 N, K, D = 6, 2, 2
 ALPHA = 1.0
@@ -163,9 +165,6 @@ def diagnose(model, sweeps, seed):
     definite), with the share of matched sites replaced by the Gaussian fallback, the largest node
     log-weight at each end of the grid in ``log u`` relative to its peak, the largest residual of the
     root find for ``nu`` and the drift of the incrementally kept ``q`` from prior plus sites."""
-    from sgmc.clustering import student_t as st_mod
-    from sgmc.clustering.ep_gibbs import ep_step
-
     seen = {"lo": -np.inf, "hi": -np.inf, "fallback": 0, "sites": 0, "root": 0.0}
     node_weights, safe, match = model._node_weights, model._safe, st_mod.match_niw
 
