@@ -18,7 +18,8 @@ from sgmc._dispatch import native
 from sgmc.ssm import GaussianHMM, HMMParams, kalman_grad, kalman_loglik, kalman_stats
 from sgmc.ssm import hmm as hmm_mod
 from sgmc.ssm import kalman as kalman_mod
-from sgmc.ssm.kalman_paths import HMM_COSTS, KALMAN_COSTS, LOOP_MAX_LENGTH, loop_cost, prefer_scan, scan_cost
+from sgmc.backends import _numba
+from sgmc.ssm.kalman_paths import HMM_COSTS, KALMAN_COSTS, LOOP_MAX_LENGTH, chain_groups, loop_cost, prefer_scan, scan_cost
 
 COSTS = pytest.mark.parametrize("costs", [KALMAN_COSTS, HMM_COSTS], ids=["kalman", "hmm"])
 
@@ -149,6 +150,31 @@ def test_long_series_with_many_chains_never_loop_over_time(torch_np, monkeypatch
 
     logc = hmm_mod.messages(tx, *(torch_np.asarray(a) for a in _hmm(rng, b, L)))[0]
     assert bool(torch_np.all(torch_np.isfinite(logc)))
+
+
+def test_chain_groups_bound_the_scan_and_change_no_value(monkeypatch):
+    assert chain_groups(16, 10**6, max_elements=2**20) == [slice(i, i + 1) for i in range(16)]
+    assert chain_groups(5, 100, max_elements=200) == [slice(0, 2), slice(2, 4), slice(4, 5)]
+    assert chain_groups(3, 10**9, max_elements=10) == [slice(0, 1), slice(1, 2), slice(2, 3)]
+    rng = np.random.default_rng(8)
+    b, L = 5, 300
+    A, Q, C, R = _lgssm(rng, b)
+    y = rng.standard_normal((b, L, 3))
+    mask, w = rng.random((b, L)) < 0.8, rng.random((b, L))
+    Pi, p, p0, wh = _hmm(rng, b, L)
+    from array_api_compat import numpy as npx
+
+    old = _numba.set_enabled(False)
+    try:
+        whole = (*kalman_stats(A, Q, C, R, y, mask=mask, weight=w), hmm_mod.messages(npx, Pi, p, p0, wh))
+        small = lambda b_, L_: chain_groups(b_, L_, max_elements=2 * L_)  # noqa: E731
+        monkeypatch.setattr(kalman_mod, "chain_groups", small)
+        monkeypatch.setattr(hmm_mod, "chain_groups", small)
+        grouped = (*kalman_stats(A, Q, C, R, y, mask=mask, weight=w), hmm_mod.messages(npx, Pi, p, p0, wh))
+    finally:
+        _numba.set_enabled(old)
+    for got, want in zip((grouped[0], *grouped[1][:5], *grouped[2]), (whole[0], *whole[1][:5], *whole[2])):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
 
 
 # -- JAX: the recursions under jax.jit -------------------------------------------------------------

@@ -40,7 +40,7 @@ from .base import StateSpaceModel, as_series
 from .fisher import SSMFisherMetric
 from .hmm_scan import messages_scan
 from .hmm_params import first_state_smoother, fixed_precision_factor, make_prior, prior_grads, prior_terms
-from .kalman_paths import HMM_COSTS, prefer_scan
+from .kalman_paths import HMM_COSTS, chain_groups, prefer_scan
 from .lgssm import _BYTES_PER_PARAM, _selector, simulation_theta
 from .subsequence import Windows
 
@@ -163,7 +163,11 @@ def messages(xp: Any, Pi: Array, p: Array, p0: Array, weight: Array | None) -> t
             return out
     b, L = p.shape[0], p.shape[1]
     if prefer_scan(HMM_COSTS, b, L, min_length=SCAN_MIN_LENGTH):
-        return messages_scan(Pi, p, p0, weight)
+        groups = chain_groups(b, L)  # bounded memory on long series with many chains
+        if len(groups) == 1:
+            return messages_scan(Pi, p, p0, weight)
+        parts = [messages_scan(Pi[g], p[g], p0[g], None if weight is None else weight[g]) for g in groups]
+        return tuple(xp.concat([part[i] for part in parts]) for i in range(4))
     return _messages_twin(xp, Pi, p, p0, weight)
 
 

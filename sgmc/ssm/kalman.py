@@ -55,7 +55,7 @@ from .._dispatch import native
 from .kalman_loop import filter_step as _filter_step  # noqa: F401  (the one-step filter, used by slds_gibbs)
 from .kalman_loop import forward, run
 from .kalman_loop import smooth_step as _smooth_step  # noqa: F401  (the one-step smoother, used by slds_gibbs)
-from .kalman_paths import KALMAN_COSTS, prefer_scan
+from .kalman_paths import KALMAN_COSTS, chain_groups, prefer_scan
 from .kalman_scalar import affine_scan, scalar_long  # noqa: F401  (affine_scan: kept importable from here)
 from .kalman_scan import kalman_stats_scan
 
@@ -220,6 +220,19 @@ def _use_scan(scalar: bool, mask, b: int, L: int) -> bool:
     return prefer_scan(KALMAN_COSTS, b, L, min_length=SCAN_MIN_LENGTH)
 
 
+def _scan_grouped(xp, A, Q, C, R, y, m0, P0, mask, weight, smooth=True):
+    """:func:`kalman_stats_scan` over groups of series (``kalman_paths.chain_groups``: bounded memory)."""
+    groups = chain_groups(A.shape[0], y.shape[1])
+    if len(groups) == 1:
+        return kalman_stats_scan(A, Q, C, R, y, m0, P0, mask, weight, smooth=smooth)
+    parts = [kalman_stats_scan(*(None if a is None else a[g, ...] for a in (A, Q, C, R, y, m0, P0, mask, weight)),
+                               smooth=smooth) for g in groups]
+    ll = xp.concat([p[0] for p in parts])
+    if not smooth:
+        return ll, None
+    return ll, tuple(xp.concat([p[1][i] for p in parts]) for i in range(5))
+
+
 def _squeeze(xp, *arrays):
     return tuple(None if a is None else a[:, 0, 0] for a in arrays)
 
@@ -272,7 +285,7 @@ def kalman_loglik(
         if out is not NotImplemented:
             return out[0]
     if _use_scan(_is_scalar(A, C), mask, b, L):
-        return kalman_stats_scan(A, Q, C, R, y, m0, P0, mask, smooth=False)[0]
+        return _scan_grouped(xp, A, Q, C, R, y, m0, P0, mask, None, smooth=False)[0]
     if _is_scalar(A, C):
         a, q, c, r, p0 = _squeeze(xp, A, Q, C, R, P0)
         if mask is None and L >= FAST_MIN_LENGTH:
@@ -383,7 +396,7 @@ def kalman_stats(
         if out is not NotImplemented:
             return out[0], KalmanStats(*out[1:], W)
     if _use_scan(scalar, mask, b, L):
-        ll, sums = kalman_stats_scan(A, Q, C, R, y, m0, P0, mask, weight)
+        ll, sums = _scan_grouped(xp, A, Q, C, R, y, m0, P0, mask, weight)
         return ll, KalmanStats(*sums, W)
     if weight is None:
         weight = xp.ones((b, L), dtype=dtype, device=dev)

@@ -28,7 +28,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-__all__ = ["PathCosts", "KALMAN_COSTS", "HMM_COSTS", "LOOP_MAX_LENGTH", "loop_cost", "scan_cost", "prefer_scan"]
+__all__ = ["PathCosts", "KALMAN_COSTS", "HMM_COSTS", "LOOP_MAX_LENGTH", "SCAN_MAX_ELEMENTS", "loop_cost", "scan_cost",
+           "prefer_scan", "chain_groups"]
 
 
 class PathCosts(NamedTuple):
@@ -49,6 +50,11 @@ KALMAN_COSTS = PathCosts(step=150.0, loop_elem=1.2, scan_round=300.0, scan_elem=
 HMM_COSTS = PathCosts(step=45.0, loop_elem=0.22, scan_round=90.0, scan_elem=0.8)
 #: Series longer than this always take the scan.
 LOOP_MAX_LENGTH = 4096
+#: The scans hold O(b L) small matrices (about 800 bytes per position and series for the Kalman
+#: statistics, 500 for the HMM messages, temporaries included): batches of more than this many
+#: positions times series are scanned in groups of series, so memory stays near 1 GB however many
+#: chains run on a long series.
+SCAN_MAX_ELEMENTS = 2**20
 
 
 def loop_cost(costs: PathCosts, b: int, L: int) -> float:
@@ -72,3 +78,13 @@ def prefer_scan(costs: PathCosts, b: int, L: int, min_length: int = 16, loop_max
     if L > loop_max_length:
         return True
     return scan_cost(costs, b, L) <= loop_cost(costs, b, L)
+
+
+def chain_groups(b: int, L: int, max_elements: int = SCAN_MAX_ELEMENTS) -> list[slice]:
+    """Slices of the batch axis scanned together: at most ``max_elements // L`` series each (at least one).
+
+    >>> chain_groups(16, 10**6)[:2], len(chain_groups(16, 20_000))
+    ([slice(0, 1, None), slice(1, 2, None)], 1)
+    """
+    size = max(1, max_elements // max(L, 1))
+    return [slice(i, min(i + size, b)) for i in range(0, b, size)]
