@@ -9,7 +9,7 @@ known degrees of freedom (:mod:`sgmc.clustering.student_t`; naive and blocked da
 baselines in :mod:`sgmc.clustering.student_t_gibbs`).
 """
 
-from .ep_gibbs import EPGibbsState, ep_gibbs_sweep, ep_init, ep_step, ep_sweep
+from .ep_gibbs import EPGibbsState, ep_gibbs_sweep, ep_init, ep_step, ep_sweep, refresh_cavity
 from .student_t import StudentTMixtureModel, simulate_student_t
 from .student_t_gibbs import (BlockedTState, NaiveTState, blocked_t_init, blocked_t_sweep, naive_t_init,
                               naive_t_sweep)
@@ -18,7 +18,7 @@ from .timeseries_gibbs import (CollapsedTSState, NaiveTSState, cluster_log_margi
                                collapsed_sweep, naive_init, naive_sweep)
 from .timeseries_marginal import SpectralMarginal
 
-__all__ = ["EPGibbsState", "ep_init", "ep_step", "ep_sweep", "ep_gibbs_sweep",
+__all__ = ["EPGibbsState", "ep_init", "ep_step", "ep_sweep", "ep_gibbs_sweep", "refresh_cavity",
            "StudentTMixtureModel", "simulate_student_t", "NaiveTState", "BlockedTState", "naive_t_init",
            "naive_t_sweep", "blocked_t_init", "blocked_t_sweep", "TimeSeriesClusterModel", "simulate_timeseries", "cluster_log_marginal",
            "NaiveTSState", "CollapsedTSState", "naive_init", "naive_sweep", "collapsed_init", "collapsed_sweep",

@@ -179,6 +179,12 @@ def refresh_cavity(model: Any, state: EPGibbsState, i: int) -> EPGibbsState:
     moment-matched NIWs (thesis 5.2.1: the sites of the clusters whose membership changed are updated).
     Site ``i`` is kept, so ``q_k`` is the rebuilt cavity times it. Returns a new state (the
     caller's arrays are not written) with ``refreshed`` one higher.
+
+    >>> import numpy as np
+    >>> from sgmc.clustering import StudentTMixtureModel, ep_init, refresh_cavity
+    >>> model = StudentTMixtureModel(np.array([[0.0, 0.0], [0.5, 0.1], [4.0, 4.0]]), nu=5.0)
+    >>> refresh_cavity(model, ep_init(model, np.array([0, 0, 1]), 2), 0).refreshed
+    1
     """
     xp = model.xp
     K = state.counts.shape[0]
