@@ -66,7 +66,17 @@ def test_results_files_carry_the_rule_and_a_generated_note(path):
     its note is the one table_notes writes from its rows."""
     record = json.loads(path.read_text(encoding="utf-8"))
     settings = record["extra"]["settings"]
-    if "table" not in settings:          # a budget control's file: its rows record their own draws
+    if "base" in record["extra"]:        # a budget control's file: its notes come from its rows
+        extra = record["extra"]
+        base = json.loads((path.parent / f"{extra['base']}.json").read_text(encoding="utf-8"))["extra"]["settings"]
+        tid = next(k for k in record["tables"] if k != "claims")
+        want = ssm_ksd_control.control_notes(record["tables"][tid]["rows"], extra["budgets"], extra["stable"], base,
+                                             extra["base"], settings["row_cap"])
+        assert (record["tables"][tid]["notes"], record["tables"]["claims"]["notes"]) == want
+        at = {c: i for i, c in enumerate(record["tables"][tid]["columns"])}
+        for r in record["tables"][tid]["rows"]:
+            if r[at["iterations"]] is not None:
+                assert r[at[SCORED]] == scored_per_chain(int(r[at["iterations"]]), int(r[at["T"]]), "exact", base)
         return
     for t in record["tables"].values():
         at = {c: i for i, c in enumerate(t["columns"])}
