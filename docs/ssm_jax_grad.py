@@ -15,7 +15,8 @@ gradient under ``jax.jit`` (64-bit), on one pinned core with one thread:
 The HMM contenders differentiate with respect to the same unconstrained ``theta`` (log expanded
 means, means, precision Cholesky factors), mapped to ``(Pi, log p(y_t | z_t = k))`` by the same
 code; the LGSSM contenders with respect to ``(A, Q, C, R)``, with the law of ``x_0`` fixed (dynamax's
-initial law is that of ``x_1``, so it is given ``A m0`` and ``A P0 A^T + Q``). Compilation is excluded
+initial law is that of ``x_1``, so it is given ``A m0`` and ``A P0 A^T + Q``). The data are an argument of
+each compiled function (not a constant XLA could fold at compile time). Compilation is excluded
 (timed apart); each call is timed in interleaved rounds, the medians of process CPU time and wall time
 reported, with every contender's log-likelihood and the largest relative difference of its gradient
 from sgmc's Fisher-identity gradient (they must agree). A peer that does not install or whose API
@@ -86,21 +87,21 @@ def lgssm_contenders(T, peers):
     for t in range(T):  # simulated from the model
         x = A @ x + rng.multivariate_normal(np.zeros(n), Q)
         y[t] = C @ x + rng.multivariate_normal(np.zeros(m), R)
-    yj, m0, P0 = jnp.asarray(y), jnp.zeros(n), jnp.eye(n)
-    args = tuple(jnp.asarray(a) for a in (A, Q, C, R))
+    m0, P0 = jnp.zeros(n), jnp.eye(n)
+    args = tuple(jnp.asarray(a) for a in (A, Q, C, R, y))  # the data is an argument, not a constant to fold
 
-    def sgmc_fisher(A, Q, C, R):
+    def sgmc_fisher(A, Q, C, R, yj):
         ll, g = kalman_grad(A[None], Q[None], C[None], R[None], yj[None], m0[None], P0[None])
         return ll[0], tuple(x[0] for x in g)
 
-    def sgmc_ll(A, Q, C, R):
+    def sgmc_ll(A, Q, C, R, yj):
         return kalman_loglik(A[None], Q[None], C[None], R[None], yj[None], m0[None], P0[None])[0]
 
     out = {"sgmc (Fisher identity)": sgmc_fisher, "sgmc (jax.grad)": jax.value_and_grad(sgmc_ll, argnums=(0, 1, 2, 3))}
     dyn, cut = peers["dynamax"], peers["cuthbert"]
     if isinstance(dyn, dict):
 
-        def dyn_ll(A, Q, C, R):
+        def dyn_ll(A, Q, C, R, yj):
             params = dyn["ParamsLGSSM"](
                 initial=dyn["Initial"](mean=A @ m0, cov=A @ P0 @ A.T + Q),
                 dynamics=dyn["Dynamics"](weights=A, bias=jnp.zeros(n), input_weights=jnp.zeros((n, 0)), cov=Q),
@@ -111,7 +112,7 @@ def lgssm_contenders(T, peers):
         out["dynamax (jax.grad)"] = jax.value_and_grad(dyn_ll, argnums=(0, 1, 2, 3))
     if isinstance(cut, dict):
 
-        def cut_ll(A, Q, C, R):
+        def cut_ll(A, Q, C, R, yj):
             cq, cr = jnp.linalg.cholesky(Q), jnp.linalg.cholesky(R)
             filt = cut["kalman"].build_filter(m0, jnp.linalg.cholesky(P0), lambda mi: (A, jnp.zeros(n), cq),
                                               lambda mi: (C, jnp.zeros(m), cr, mi))
@@ -139,37 +140,37 @@ def hmm_contenders(T, peers):
     theta = jnp.asarray(GaussianHMM(y, K).unconstrain(HMMParams(Pi, mu, Sigma)))
     p0 = model._p0_uniform(1)
 
-    def pieces(th):
+    def pieces(th, yj):
         eta, mu_, psi = model._split(th[None])
-        return model._Pi(eta), hmm_mod._log_emission(jnp, model.y[None], mu_, psi)  # (1, K, K), (1, T, K)
+        return model._Pi(eta), hmm_mod._log_emission(jnp, yj[None], mu_, psi)  # (1, K, K), (1, T, K)
 
-    def sgmc_fisher(th):
-        ll, g = model._stats(th[None], model.y[None], p0, None, None)
+    def sgmc_fisher(th, yj):
+        ll, g = model._stats(th[None], yj[None], p0, None, None)
         return ll[0], g[0]
 
-    def sgmc_ll(th):
-        P, logp = pieces(th)
+    def sgmc_ll(th, yj):
+        P, logp = pieces(th, yj)
         return hmm_mod.forward_backward(P, logp, p0)[0][0]
 
     out = {"sgmc (Fisher identity)": sgmc_fisher, "sgmc (jax.grad)": jax.value_and_grad(sgmc_ll)}
     dyn, cut = peers["dynamax"], peers["cuthbert"]
     if isinstance(dyn, dict):
 
-        def dyn_ll(th):
-            P, logp = pieces(th)
+        def dyn_ll(th, yj):
+            P, logp = pieces(th, yj)
             return dyn["hmm_filter"](p0[0] @ P[0], P[0], logp[0]).marginal_loglik  # its initial law: of z_1
 
         out["dynamax (jax.grad)"] = jax.value_and_grad(dyn_ll)
     if isinstance(cut, dict):
 
-        def cut_ll(th):
-            P, logp = pieces(th)
+        def cut_ll(th, yj):
+            P, logp = pieces(th, yj)
             filt = cut["discrete"].build_filter(p0[0], lambda mi: P[0], lambda mi: mi)
             states = cut["filter"](filt, logp[0], filt.init_prepare(), parallel=True)
             return states.log_normalizing_constant[-1]
 
         out["cuthbert (jax.grad)"] = jax.value_and_grad(cut_ll)
-    return out, (theta,), None
+    return out, (theta, jnp.asarray(y)), None  # the data is an argument, not a constant to fold
 
 
 # -- timing ---------------------------------------------------------------------------------------------
