@@ -12,7 +12,7 @@ recursion (``native(xp, "kalman_stats")``) and the parallel-in-time scan of
 >>> import numpy as np
 >>> from sgmc.ssm.kalman_loop import run
 >>> one = np.ones((1, 1, 1))
->>> ll, _ = run(np, False, 0.5 * one, one, one, one, np.zeros((1, 3, 1)), np.zeros((1, 1)), one, None, 2048, None)
+>>> ll, _ = run(np, False, 0.5 * one, one, one, one, np.zeros((1, 3, 1)), np.zeros((1, 1)), one, None, None, 2048, None)
 >>> ll.shape
 (1,)
 """
