@@ -6,10 +6,12 @@ runs over a grid (two chains each, scored after a burn-in of half the pilot on t
 grid extended past an edge choice), then 20,000 iterations of SGLD, SGHMC (5 leapfrog steps an
 iteration), SGNHT and ULA from theta_0, and of their control-variate versions 10,000 SGD steps to
 theta_hat, polished by Newton steps, followed by 10,000 sampling iterations. Time (seconds, step-size
-tuning excluded; the mode search included for the CV methods), log-loss on 10,000 held-out points,
+tuning excluded; the mode search included for the CV methods; a second CPU row adds the tuning's
+pilot runs, NUTS's warm-up being part of its run), log-loss on 10,000 held-out points,
 KSD (eq. 13) on the last 1,000 draws as the review scores them, and the KSD of 1,000 draws thinned
 from the last 10,000 iterations. The control runs (``controls``) repeat each CV method at the
-unpolished SGD estimate, and score 1,000 independent Laplace draws, the KSD an independent sample of
+unpolished SGD estimate (each centre's distance from the mode at the mode's curvature and its Newton
+decrement reported), and score 1,000 independent Laplace draws, the KSD an independent sample of
 that size gets. NUTS (2,000 iterations,
 the first 1,000 adaptation, as the paper's STAN run) and mean-field ADVI come from NumPyro when it is
 installed (``pip install "sgmc[reproduce]"``); without it those columns are dashes.
