@@ -97,24 +97,33 @@ def array_namespace(*arrays: Any, names: tuple[str, ...] | None = None) -> Names
 
 
 def device_of(x: Array) -> Any:
-    """Device of an array (``"cpu"`` for NumPy)."""
+    """Device of an array (``"cpu"`` for NumPy); ``None`` for a JAX value being traced.
+
+    A value inside ``jax.jit``, ``jax.grad`` or ``jax.vmap`` has no device yet: the compiled
+    computation places it, so it matches any device.
+    """
     return array_api_compat.device(x)
 
 
 def check_same_device(*arrays: Array, names: tuple[str, ...] | None = None) -> Any:
-    """Raise ``ValueError`` unless all arrays are on one device; return that device."""
+    """Raise ``ValueError`` unless all arrays are on one device; return that device.
+
+    Traced JAX values (device ``None``) match every device.
+    """
     devs = [device_of(a) for a in arrays]
-    for i, d in enumerate(devs[1:], start=1):
+    placed = [(i, d) for i, d in enumerate(devs) if d is not None]
+    for i, d in placed[1:]:
         # CuPy devices are not hashable, so compare pairwise.
-        if d != devs[0]:
-            n0 = names[0] if names else "argument 0"
+        if d != placed[0][1]:
+            i0, d0 = placed[0]
+            n0 = names[i0] if names else f"argument {i0}"
             ni = names[i] if names else f"argument {i}"
             msg = (
-                f"`{n0}` is on device {devs[0]!r} but `{ni}` is on device {d!r}; move one of them "
+                f"`{n0}` is on device {d0!r} but `{ni}` is on device {d!r}; move one of them "
                 "explicitly (sgmc never copies between devices silently)"
             )
             raise ValueError(msg)
-    return devs[0] if devs else None
+    return placed[0][1] if placed else None
 
 
 def is_floating(xp: Namespace, dtype: Any) -> bool:

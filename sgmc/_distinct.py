@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 
-from ._array_api import Array, array_namespace
+from ._array_api import Array, array_namespace, device_of
 from ._draw_continuation import continuation, row_keys
 
-__all__ = ["oversample", "first_distinct", "complete_rows"]
+__all__ = ["oversample", "first_distinct", "first_distinct_all", "complete_rows", "complete_fixed"]
 
 
 def oversample(size: int, n_data: int) -> int:
@@ -44,8 +44,18 @@ def first_distinct(draws: Array, size: int) -> tuple[Array, Array]:
     ok : bool array (batch,)
         Which input rows had enough distinct values.
     """
+    rows, ok = first_distinct_all(draws, size)
+    return rows[ok], ok
+
+
+def first_distinct_all(draws: Array, size: int) -> tuple[Array, Array]:
+    """:func:`first_distinct` with a fixed shape: a row for every input row, and ``ok``.
+
+    A row short of ``size`` distinct values holds its distinct values followed by repeats; ``ok``
+    marks it false. No value decides a shape, so the draw traces under ``jax.jit``.
+    """
     xp = array_namespace(draws)
-    dev = draws.device
+    dev = device_of(draws)
     b, m = draws.shape
     draws = xp.astype(draws, xp.int64)
     pos = xp.arange(m, dtype=xp.int64, device=dev)
@@ -63,7 +73,7 @@ def first_distinct(draws: Array, size: int) -> tuple[Array, Array]:
     # Chosen positions first, in draw order; then everything else.
     slot = xp.argsort(xp.where(chosen, pos, pos + m), axis=1)[:, :size]
     rows = xp.take_along_axis(draws, slot, axis=1)
-    return rows[ok], ok
+    return rows, ok
 
 
 def complete_rows(draws: Array, size: int, n_data: int) -> Array:
@@ -84,3 +94,19 @@ def complete_rows(draws: Array, size: int, n_data: int) -> Array:
         if rows.shape[0] == draws.shape[0]:
             return rows
         extra *= 2
+
+
+def complete_fixed(draws: Array, size: int, n_data: int) -> Array:
+    """:func:`complete_rows` for every row, in one round of ``max(m, 16)`` continued draws (fixed shape).
+
+    Its rows equal :func:`complete_rows`'s whenever one round suffices: the continuation's draw ``j``
+    depends on ``j`` and the row's key only, so a longer continuation extends a shorter one. A row
+    that reaches this (``m`` draws with a margin of eight standard deviations fell short) finds its
+    missing values among ``m`` more draws except with a probability far below any floating-point
+    resolution; such a row would keep repeats.
+    """
+    xp = array_namespace(draws)
+    draws = xp.astype(draws, xp.int64)
+    m = draws.shape[1]
+    full = xp.concat([draws, continuation(xp, row_keys(xp, draws), m, max(m, 16), n_data)], axis=1)
+    return first_distinct_all(full, size)[0]

@@ -18,7 +18,10 @@ that wraps, written once here against the array API (signed int64 with logical s
 
 from __future__ import annotations
 
+
 from typing import Any
+
+from ._array_api import device_of
 
 __all__ = ["GOLDEN", "MIX1", "MIX2", "mix", "row_keys", "continuation"]
 
@@ -54,11 +57,11 @@ def _weyl(xp: Any, j: Array) -> Array:
 def row_keys(xp: Any, draws: Array) -> Array:
     """The key of each row of int ``draws`` (k, m): ``mix(sum_j mix(d_j + (j + 1) g))``, int64 (k,)."""
     d = xp.astype(draws, xp.int64)
-    j = xp.arange(d.shape[1], dtype=xp.int64, device=d.device)
+    j = xp.arange(d.shape[1], dtype=xp.int64, device=device_of(d))
     return mix(xp.sum(mix(d + _weyl(xp, j)[None, :]), axis=1, dtype=xp.int64))
 
 
 def continuation(xp: Any, keys: Array, start: int, count: int, n_data: int) -> Array:
     """Draws ``start .. start + count - 1`` of each row's continuation: int64 (k, count) in ``[0, n_data)``."""
-    j = xp.arange(start, start + count, dtype=xp.int64, device=keys.device)
+    j = xp.arange(start, start + count, dtype=xp.int64, device=device_of(keys))
     return _srl(mix(keys[:, None] + _weyl(xp, j)[None, :]), 1) % n_data

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._array_api import Array, array_namespace
+from ._array_api import Array, array_namespace, device_of
 from ._dispatch import dispatch, native
-from ._distinct import complete_rows, first_distinct, oversample
+from ._distinct import complete_fixed, complete_rows, first_distinct, first_distinct_all, oversample
 
 __all__ = ["oversample", "subsample", "subsample_twin", "first_distinct", "complete_rows", "categorical"]
 
@@ -39,16 +39,28 @@ def subsample_twin(rng: Any, n_data: int, size: int, batch: int, replace: bool) 
         return xp.argsort(keys, axis=1, stable=True)[:, :size]
     m = oversample(size, n_data)
     draws = rng.integers(n_data, (batch, m))
-    rows, ok = first_distinct(draws, size)
-    if rows.shape[0] == batch:
-        return rows
-    # Rows short of `size` distinct values (vanishingly rare) continue their own sequence of draws
-    # without the generator (sgmc._draw_continuation), which is consumed alike either way.
-    where = xp.arange(batch, dtype=xp.int64, device=rows.device)
-    short = where[~ok]
-    more = complete_rows(xp.take(draws, short, axis=0), size, n_data)
-    allrows = xp.concat([rows, more], axis=0)
-    return xp.take(allrows, xp.argsort(xp.concat([where[ok], short], axis=0)), axis=0)
+    if rng.backend.numpy_arrays:
+        rows, ok = first_distinct(draws, size)
+        if rows.shape[0] == batch:
+            return rows
+        # Rows short of `size` distinct values (vanishingly rare) continue their own sequence of
+        # draws without the generator (sgmc._draw_continuation), which is consumed alike either way.
+        where = xp.arange(batch, dtype=xp.int64, device=device_of(rows))
+        short = where[~ok]
+        more = complete_rows(xp.take(draws, short, axis=0), size, n_data)
+        allrows = xp.concat([rows, more], axis=0)
+        return xp.take(allrows, xp.argsort(xp.concat([where[ok], short], axis=0)), axis=0)
+    # Other libraries: the same rows without asking the device which rows fell short (no host
+    # synchronisation, and a fixed shape that traces under jax.jit).
+    rows, ok = first_distinct_all(draws, size)
+    return _complete_on_device(rng.backend, rows, ok, draws, size, n_data)
+
+
+def _complete_on_device(backend: Any, rows: Array, ok: Array, draws: Array, size: int, n_data: int) -> Array:
+    complete = native(backend.xp, "complete_rows")
+    if complete is not None:  # JAX: the continuation only when a row fell short, chosen on the device
+        return complete(rows, ok, draws, size, n_data)
+    return backend.xp.where(ok[:, None], rows, complete_fixed(draws, size, n_data))
 
 
 def subsample(rng: Any, n_data: int, size: int, batch: int, *, replace: bool = False) -> Array:
@@ -112,7 +124,7 @@ def categorical(u: Array, cdf: Array) -> Array:
     # to the row's last category of positive weight.
     rows = cdf.shape[0]
     c64 = xp.astype(cdf, xp.float64)
-    offset = xp.arange(rows, dtype=xp.float64, device=cdf.device)[:, None]
+    offset = xp.arange(rows, dtype=xp.float64, device=device_of(cdf))[:, None]
     flat = xp.reshape(c64 / c64[:, -1:] + offset, (-1,))
     idx = xp.searchsorted(flat, xp.astype(u, xp.float64) + offset, side="right")
     idx = idx - xp.astype(offset, idx.dtype) * k

@@ -18,7 +18,10 @@ Examples
 
 from __future__ import annotations
 
+
 from typing import Any
+
+from ._array_api import device_of
 
 from ._dispatch import native
 
@@ -38,13 +41,13 @@ def scatter_add_twin(xp: Any, m: int, index: Array, values: Array) -> Array:
     """
     k, d = values.shape[0], values.shape[1]
     if k == 0:
-        return xp.zeros((m, d), dtype=values.dtype, device=values.device)
+        return xp.zeros((m, d), dtype=values.dtype, device=device_of(values))
     order = xp.argsort(index, stable=True)
     si = xp.take(index, order)
     sv = xp.take(values, order, axis=0)
-    zero = xp.zeros((1, d), dtype=values.dtype, device=values.device)
+    zero = xp.zeros((1, d), dtype=values.dtype, device=device_of(values))
     cs = xp.concat([zero, xp.cumulative_sum(sv, axis=0)], axis=0)
-    rows = xp.arange(m, dtype=si.dtype, device=si.device)
+    rows = xp.arange(m, dtype=si.dtype, device=device_of(si))
     lo = xp.searchsorted(si, rows, side="left")
     hi = xp.searchsorted(si, rows, side="right")
     return xp.take(cs, hi, axis=0) - xp.take(cs, lo, axis=0)
@@ -81,7 +84,7 @@ def scatter_add(xp: Any, m: int, index: Array, values: Array) -> Array:
     if index.ndim == 2:
         c, k = index.shape
         d = values.shape[-1]
-        offset = xp.reshape(xp.arange(c, dtype=index.dtype, device=index.device) * m, (c, 1))
+        offset = xp.reshape(xp.arange(c, dtype=index.dtype, device=device_of(index)) * m, (c, 1))
         flat = scatter_add(xp, c * m, xp.reshape(index + offset, (c * k,)), xp.reshape(values, (c * k, d)))
         return xp.reshape(flat, (c, m, d))
     if index.ndim != 1 or values.ndim != 2 or values.shape[0] != index.shape[0]:

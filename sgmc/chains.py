@@ -29,6 +29,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from . import backends
 from ._array_api import Array, array_namespace, at, device_of
 from .diagnostics.runaway import Watch
+from .samplers._compiled import plan as compiled_plan
 from .samplers._fused import plan as fused_plan
 
 __all__ = ["ChainsResult", "ChainsProgress", "DivergenceError", "run_chains", "step_stats", "check_diverged"]
@@ -49,6 +50,8 @@ class ChainsResult(NamedTuple):
         The sampler state after the last iteration (None for a diverged group).
     n_done : int
         Iterations the arrays cover: all of them, or fewer when the loop was stopped or diverged.
+    compile_time : float
+        Seconds spent compiling blocks of iterations (JAX, :mod:`sgmc.samplers._compiled`); 0 elsewhere.
     """
 
     draws: Array
@@ -56,6 +59,7 @@ class ChainsResult(NamedTuple):
     stats: dict
     state: Any
     n_done: int = -1
+    compile_time: float = 0.0
 
 
 class ChainsProgress(NamedTuple):
@@ -232,7 +236,7 @@ def run_chains(
         state = sampler.init(rng, position, estimator) if resume is None else resume.state
         t0 = time.perf_counter() - (wall[k0 - 1] if k0 else 0.0)
         note = getattr(sampler, "step_note", "")  # optional: samplers whose step is on their own scale
-        fused = fused_plan(sampler, estimator, state.position)
+        fused = fused_plan(sampler, estimator, state.position) or compiled_plan(sampler, estimator, state.position)
         watch = Watch(xp, sampler, kept[0] if n_keep else n_iter, state.position, resume)
         if k0 % check_every and k0 < n_iter:  # resumed inside a window: continue it
             infos[k0 - 1] = watch.reopen(infos[k0 - 1])
@@ -241,6 +245,12 @@ def run_chains(
         # records as the loop below; a block ends at every divergence check and checkpoint, `stop` and
         # `progress` are consulted once per block, and with a callback a block is one iteration.
         size = 1 if fused is None or callback is not None else fused.block_size(chains)
+        if fused is not None and hasattr(fused, "write"):  # a block writer that updates the buffer in place
+            def write(buf, j, rows, values):
+                return fused.write(buf, j, values)
+        else:
+            def write(buf, j, rows, values):
+                return at(buf, rows).set(values)
         while fused is not None and k < n_iter:
             end = min(n_iter, k + size, (k // check_every + 1) * check_every)
             if checkpoint is not None and checkpoint_every:
@@ -259,11 +269,11 @@ def run_chains(
                     run += 1
                 a = kept[j] - k
                 rows = (slice(None), slice(j, j + run), slice(None))
-                draws = at(draws, rows).set(xp.permute_dims(blk.positions[a:a + run, ...], (1, 0, 2)))
+                draws = write(draws, j, rows, xp.permute_dims(blk.positions[a:a + run, ...], (1, 0, 2)))
                 for i in range(run) if full else ():
                     grads = at(grads, (slice(None), j + i, slice(None))).set(score(blk.positions[a + i, ...]))
                 if store_grads and not full:
-                    grads = at(grads, rows).set(xp.permute_dims(blk.grads[a:a + run, ...], (1, 0, 2)))
+                    grads = write(grads, j, rows, xp.permute_dims(blk.grads[a:a + run, ...], (1, 0, 2)))
                 j += run
             if callback is not None:
                 callback(k, state)
@@ -289,8 +299,9 @@ def run_chains(
             if fused.declined:  # the native does not take this case: the loop below continues the same stream
                 next_keep = kept[j] if j < n_keep else n_iter
                 break
+        compiled = getattr(fused, "compile_seconds", 0.0)
         if fused is not None and k >= n_iter:
-            return _result(draws, grads, infos, wall, chains, state, n_iter)
+            return _result(draws, grads, infos, wall, chains, state, n_iter, compiled)
         for k in range(k, n_iter):
             try:
                 state, infos[k] = step(rng, state, estimator, step_sizes[k])
@@ -329,13 +340,13 @@ def run_chains(
                 return partial(k + 1, state, j)
             if checkpoint is not None and checkpoint_every and (k + 1) % checkpoint_every == 0 and k + 1 < n_iter:
                 checkpoint(progress_at(k + 1, state))
-    return _result(draws, grads, infos, wall, chains, state, n_iter)
+    return _result(draws, grads, infos, wall, chains, state, n_iter, compiled)
 
 
-def _result(draws, grads, infos, wall, chains, state, n_done) -> ChainsResult:
+def _result(draws, grads, infos, wall, chains, state, n_done, compiled=0.0) -> ChainsResult:
     stats = step_stats(infos, chains)
     stats["wall_time"] = _column(wall, chains)
-    return ChainsResult(draws, grads, stats, state, n_done)
+    return ChainsResult(draws, grads, stats, state, n_done, compiled)
 
 
 def _column(values: list, chains: int) -> Any:

@@ -780,6 +780,9 @@ def _assemble(job: _Job, results: list, interrupted: bool = False) -> Trace:
     }
     if job.path is not None:
         info["checkpoint"] = os.fspath(job.path)
+    compile_s = sum(float(getattr(r, "compile_time", 0.0)) for r in results)
+    if compile_s:  # JAX: seconds compiling blocks of iterations (sgmc.samplers._compiled)
+        info["compile_time"] = compile_s
     if "accepted" in stats:
         info["n_accepted"] = hx.astype(hx.sum(stats["accepted"], axis=1), hx.int64).tolist()
         info["acceptance_rate"] = (hx.mean(stats["accepted"], axis=1) if n_done else hx.zeros(n_chains)).tolist()

@@ -29,7 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._base import Backend, Generator, numpy_dtype
+from .._distinct import complete_fixed
+from ._base import REGISTRY_LOOKUP, Backend, Generator, numpy_dtype
 
 __all__ = ["JaxGenerator", "make_backend"]
 
@@ -191,6 +192,10 @@ class JaxGenerator(Generator):
         """The current key (a new one after every draw)."""
         return self._key
 
+    def continue_from(self, key) -> None:
+        """Go on from ``key``: what a compiled block that drew from this generator's key leaves."""
+        self._key = key
+
     def __getstate__(self) -> dict:
         return {"backend": self.backend, "device": _device_ref(self.device), "seed_seq": self._seed_seq,
                 "key": np.asarray(jax.random.key_data(self._key))}
@@ -207,6 +212,17 @@ class JaxGenerator(Generator):
 def _scatter_add(m: int, index, values):
     """JAX: ``.at[index].add`` into zeros (repeated indices add up), the native ``scatter_add``."""
     return jnp.zeros((m, values.shape[1]), dtype=values.dtype).at[index].add(values)
+
+
+@partial(jax.jit, static_argnums=(3, 4))
+def _complete_rows(rows, ok, draws, size, n_data):
+    """JAX: rows short of ``size`` distinct values continued (sgmc._distinct), on the device.
+
+    ``lax.cond`` runs the continuation only when some row fell short (almost never), without
+    asking the host; compiled once per shape, so an eager call is one dispatch.
+    """
+    return jax.lax.cond(jnp.all(ok), lambda: rows,
+                        lambda: jnp.where(ok[:, None], rows, complete_fixed(draws, size, n_data)))
 
 
 def _set_rows(table, rows_idx, rows):
@@ -227,6 +243,47 @@ def make_backend() -> Backend:
         synchronize=_sync,
         quiet_float=_quiet,
         on_cpu=_on_cpu,
-        native={"set_rows": _set_rows, "scatter_add": _scatter_add},
+        native={"set_rows": _set_rows, "scatter_add": _scatter_add, "complete_rows": _complete_rows},
     )
     return backend
+
+
+class KeyStream(Generator):
+    """A JAX key as the generator of one call: every draw splits the key, as :class:`JaxGenerator` does.
+
+    A call of ``init``, ``step`` or ``estimate`` that is given a JAX key draws from one of these
+    (:func:`sgmc._keys.as_generator`). It lives only for that call, so nothing outlives it: the same
+    key gives the same draws eagerly and under ``jax.jit``, ``jax.lax.scan`` and ``jax.vmap``. A
+    :class:`JaxGenerator` whose current key is ``k`` and a stream of ``k`` make the same draws.
+
+    Parameters
+    ----------
+    key : JAX key
+        Typed (``jax.random.key``) or raw (``jax.random.PRNGKey``, wrapped as threefry2x32).
+    """
+
+    def __init__(self, key):
+        self.backend = REGISTRY_LOOKUP[0]("jax")
+        self.device = None
+        if not jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+            key = jax.random.wrap_key_data(key, impl="threefry2x32")
+        self._key = key
+
+    normal = JaxGenerator.normal
+    uniform = JaxGenerator.uniform
+    integers = JaxGenerator.integers
+    _float = JaxGenerator._float
+
+    def spawn(self, n):
+        keys = jax.random.split(self._key, n + 1)
+        self._key = keys[0]
+        return [KeyStream(keys[i + 1]) for i in range(n)]
+
+    @property
+    def key(self):
+        """The key after the draws made so far."""
+        return self._key
+
+    def __reduce__(self):
+        msg = "a KeyStream lives for one call and does not pickle; pass its key (a value) instead"
+        raise TypeError(msg)

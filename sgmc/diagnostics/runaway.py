@@ -46,7 +46,7 @@ import warnings
 from typing import Any, NamedTuple
 
 from .. import backends
-from .._array_api import Array, array_namespace
+from .._array_api import Array, array_namespace, namespace_name
 
 __all__ = ["RunawayChainWarning", "Runaway", "Watch", "find_runaway", "find_spread", "stein_spread",
            "runaway_message", "warn_if_runaway", "GROWTH", "SCALE", "BLOCKS", "STEIN_SAMPLERS"]
@@ -220,6 +220,7 @@ class Watch:
         if resume is not None and resume.j and self.stein:
             self.centre = xp.asarray(resume.draws[:, 0, :], copy=True)
         self._dot = getattr(xp, "vecdot", None) or (lambda a, b: xp.sum(a * b, axis=-1))
+        self._summed = namespace_name(xp) == "jax"
         self.m, self.s, self.n = None, None, 0
         self._zero = {"abs_max": 0.0, "stein": 0, "stein_n": 0} if self.stein else {"abs_max": 0.0}
 
@@ -252,6 +253,11 @@ class Watch:
         if first >= n:
             return
         u = self._dot(positions[first:, ...] - self.centre[None, ...], grads[first:, ...])  # (rows, chains)
+        if self._summed:  # JAX's compiled blocks: one sum, not a slice per row
+            total = xp.sum(u, axis=0)
+            self.s = total if self.n == 0 else self.s + total
+            self.n += n - first
+            return
         for t in range(n - first):  # in iteration order, as the one-step loop adds them
             self.s = u[t, ...] if self.n == 0 else self.s + u[t, ...]
             self.n += 1

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .._array_api import Array
 from .._dispatch import dispatch
+from .._keys import accept_keys
 from .._sampling import subsample_twin
 from .._validation import check_batch_size, check_nonnegative
 from ..models.base import Model, check_target, require
@@ -109,10 +110,16 @@ class Estimator:
     """Base class: keeps the model, and provides a no-op :meth:`prepare` and a stateless :meth:`init`.
 
     Subclasses implement :meth:`estimate`; they set every attribute in ``__init__`` and never after.
+    ``init``, ``estimate`` and ``prepare`` of every subclass take a JAX key as ``rng`` too
+    (:mod:`sgmc._keys`).
     """
 
     name = "estimator"
     init_cost: float = 0.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        accept_keys(cls, ("init", "estimate", "prepare"))
 
     def __init__(self, model: Any):
         self.model = check_target(model)

@@ -23,6 +23,8 @@ from typing import Any, NamedTuple
 
 from .._array_api import Array, check_finite, is_array
 from .._dispatch import native
+from .._flow import when
+from .._keys import tracing
 from .._validation import check_batch_size, check_choice, check_int
 from ..models.base import check_compatible
 from ..optimize import _can_polish, find_mode, mode_gap_cost, newton, warn_if_not_mode
@@ -293,10 +295,19 @@ class SVRG(Estimator):
 
     def estimate(self, rng, est_state, position):
         m = self.model
-        info = self._info
-        if est_state.count == self.update_every:
+        refresh = est_state.count == self.update_every
+        if tracing(refresh):
+            # Under JAX tracing the snapshot moves on the device (jax.lax.cond), with its cost counted.
+            snap, snap_grad = when(refresh, lambda: (position, m.grad_log_lik_sum(position)),
+                                   lambda: (est_state.snapshot, est_state.snapshot_grad))
+            count = (1 - refresh) * est_state.count
+            est_state = SVRGState(snap, snap_grad, count)
+            info = self._info._replace(n_evals=self._info.n_evals + refresh * m.n_data)
+        elif refresh:
             est_state = SVRGState(position, m.grad_log_lik_sum(position), 0)
             info = self._refresh_info
+        else:
+            info = self._info
         idx = self._mb.indices(rng, position.shape[0])
         diff = diff_sum(m, position, est_state.snapshot, idx)
         g = m.grad_log_prior(position) + est_state.snapshot_grad + self.scale * diff

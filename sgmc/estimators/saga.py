@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .._array_api import Array
+from .._array_api import Array, device_of
 from .._dispatch import native
 from .._validation import check_positive
 from ..models.base import require, take_rows
@@ -56,7 +56,7 @@ def set_rows_twin(table: Array, rows_idx: Array, rows: Array) -> Array:
     m, k = table.shape[0], rows_idx.shape[0]
     perm = xp.argsort(rows_idx)
     srt = xp.take(rows_idx, perm)
-    r = xp.arange(m, dtype=rows_idx.dtype, device=rows_idx.device)
+    r = xp.arange(m, dtype=rows_idx.dtype, device=device_of(rows_idx))
     pos = xp.clip(xp.searchsorted(srt, r), 0, k - 1)
     member = xp.take(srt, pos) == r
     new = xp.take(rows, xp.take(perm, pos), axis=0)

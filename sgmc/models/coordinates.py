@@ -24,7 +24,7 @@ import math
 from typing import Any
 
 from .. import backends
-from .._array_api import Array, array_namespace
+from .._array_api import Array, array_namespace, device_of
 from .._blocks import RowSource
 from .._param_names import check_param_names, default_names
 from .base import Model, check_compatible
@@ -128,7 +128,7 @@ class _Conditioned:
         xp = base.xp
         self.base = base
         self.L = L
-        self.shift = xp.zeros((base.dim,), dtype=base.dtype, device=base.device)
+        self.shift = xp.zeros((base.dim,), dtype=base.dtype, device=device_of(base))
         self.X = base.X @ L
         self.param_names = check_param_names(names, base.dim, prefix="z")
         self._log_det = _log_abs_det(xp, L)

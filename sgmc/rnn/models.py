@@ -11,7 +11,10 @@ every sequence of a minibatch is advanced by the same tensor operations.
 
 from __future__ import annotations
 
+
 from typing import Any, Sequence
+
+from .._array_api import device_of
 
 from ._checks import check_int, torch
 
@@ -32,7 +35,7 @@ class RecurrentModel(nn.Module):
     def init_state(self, batch: int) -> Any:
         """The zero state, ``(batch, state_dim)``, in the parameters' dtype and device."""
         p = next(self.parameters())
-        return torch.zeros(batch, self.state_dim, dtype=p.dtype, device=p.device)
+        return torch.zeros(batch, self.state_dim, dtype=p.dtype, device=device_of(p))
 
     def step(self, x_t: Any, state: Any) -> Any:  # pragma: no cover - abstract
         """The next state H(state, x_t), ``(batch, state_dim)``."""

@@ -29,6 +29,7 @@ import numbers
 from typing import Any, NamedTuple, Protocol, Sequence, runtime_checkable
 
 from .._array_api import Array
+from .._keys import accept_keys
 from .._validation import check_step_size
 
 __all__ = [
@@ -123,13 +124,20 @@ class Sampler(Protocol):
 
 
 class SamplerBase:
-    """Base class: default contract attributes, and the start every sampler shares."""
+    """Base class: default contract attributes, and the start every sampler shares.
+
+    ``init`` and ``step`` of every subclass take a JAX key as ``rng`` too (:mod:`sgmc._keys`).
+    """
 
     name = "sampler"
     exact = False
     needs_log_density = False
     #: Appended to divergence errors by samplers whose step size is on their own scale.
     step_note = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        accept_keys(cls, ("init", "step"))
 
     def step_unit(self, model: Any, curvature: Any, position: Any = None, estimator: Any = None,
                   rng: Any = None) -> float:

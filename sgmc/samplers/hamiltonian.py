@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from .._array_api import Array, array_namespace, device_of
 from .._validation import check_int, check_positive
 from .base import SamplerBase, StepInfo, _lambda_max, add_costs, noise_estimate_of
-from .integrators import drift, kick, thermostat_start
+from .integrators import drift, kick, root, thermostat_start
 from .metrics import sym_sqrt
 
 __all__ = ["SGHMC", "SGNHT", "SGHMCState", "SGNHTState", "NoiseCorrectionError"]
@@ -107,9 +107,9 @@ class SGHMC(SamplerBase):
                         f"friction={C} it is not positive semi-definite: lower the step size or raise the friction"
                     )
                     raise NoiseCorrectionError(msg)
-                return math.sqrt(h) * sym_sqrt(xp, cov)
+                return root(h) * sym_sqrt(xp, cov)
         if v_hat is None:
-            return math.sqrt(h * C)
+            return root(h * C)
         var = C - 0.25 * h * v_hat
         ok = var > 0 if isinstance(var, float) else bool(xp.all(var >= 0))
         if not ok:
@@ -118,7 +118,7 @@ class SGHMC(SamplerBase):
                 f"friction={C} it is not positive: lower the step size or raise the friction"
             )
             raise NoiseCorrectionError(msg)
-        return math.sqrt(h * var) if isinstance(var, float) else xp.sqrt(h * var)
+        return root(h * var) if isinstance(var, float) else xp.sqrt(h * var)
 
     def step(self, rng, state, estimator, step_size):
         x, rho, g, es = state.position, state.momentum, state.grad, state.est_state
@@ -210,7 +210,7 @@ class SGNHT(SamplerBase):
         h = step_size
         d = x.shape[-1]
         z = rng.normal(tuple(x.shape), dtype=x.dtype)
-        rho = kick(rho, g, h, xi[:, None], math.sqrt(h * self.diffusion), z)
+        rho = kick(rho, g, h, xi[:, None], root(h * self.diffusion), z)
         x = drift(x, rho, h)
         xi = xi + (0.5 * h) * (xp.sum(rho * rho, axis=-1) / d - 1.0)
         g, es, info = estimator.estimate(rng, es, x)

@@ -21,7 +21,19 @@ from typing import Any
 
 from .._array_api import Array, array_namespace, device_of
 
-__all__ = ["langevin", "kick", "drift", "thermostat_start"]
+__all__ = ["langevin", "kick", "drift", "thermostat_start", "root", "expo"]
+
+
+def root(h: Any) -> Any:
+    """sqrt(h) of a step size: :func:`math.sqrt` of a number, ``h ** 0.5`` of a traced JAX value."""
+    return math.sqrt(h) if isinstance(h, (int, float)) else h ** 0.5
+
+
+def expo(t: Any) -> Any:
+    """exp(t) of a scalar: :func:`math.exp` of a number, the array's own of a traced JAX value."""
+    if isinstance(t, (int, float)):
+        return math.exp(t)
+    return array_namespace(t).exp(t)
 
 
 def langevin(x: Array, g: Array, h: float, z: Array, precond: Any = None, sqrt: Any = None) -> Array:
@@ -30,7 +42,7 @@ def langevin(x: Array, g: Array, h: float, z: Array, precond: Any = None, sqrt: 
     With a preconditioner, ``sqrt`` is the namespace's square root (elementwise on ``h P``).
     """
     if precond is None:
-        return x + (0.5 * h) * g + math.sqrt(h) * z
+        return x + (0.5 * h) * g + root(h) * z
     return x + (0.5 * h) * precond * g + sqrt(h * precond) * z
 
 

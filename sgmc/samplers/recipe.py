@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 from .._array_api import Array, array_namespace, device_of, is_array
 from .._validation import check_choice
 from .base import SamplerBase, StepInfo, _lambda_max, _preconditioned_lambda_max
+from .integrators import root
 from .metrics import matvec, sym_sqrt
 
 __all__ = ["Recipe", "RecipeState"]
@@ -175,7 +176,7 @@ class Recipe(SamplerBase):
         x, rho, g = state.position, state.momentum, state.grad
         xp = array_namespace(x)
         h = step_size
-        sh = math.sqrt(h)
+        sh = root(h)
         z = rng.normal(tuple(x.shape), dtype=x.dtype)
         if not self.momentum:
             b, dmat = self._drift(x, -g)

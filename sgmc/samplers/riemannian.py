@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from .._array_api import Array, array_namespace
 from .base import SamplerBase, StepInfo, _preconditioned_lambda_max
+from .integrators import root as root_
 from .metrics import GLMFisherMetric, Metric, matvec, sym_sqrt
 
 __all__ = ["SGRLD", "SGRHMC", "SGRHMCState", "as_metric"]
@@ -140,7 +141,7 @@ class SGRLD(SamplerBase):
             # the root of the inverse already computed (for a metric that depends on theta, computing
             # it again would be a second pass through the data)
             root = m.inverse_sqrt(x) if m.constant else sym_sqrt(xp, inv)
-            x = x + (0.5 * h) * (matvec(inv, g) + gam) + math.sqrt(h) * matvec(root, z)
+            x = x + (0.5 * h) * (matvec(inv, g) + gam) + root_(h) * matvec(root, z)
         if self.mirror:
             x = xp.abs(x)
         g, es, info = estimator.estimate(rng, state.est_state, x)
@@ -219,10 +220,10 @@ class SGRHMC(SamplerBase):
         gam = m.gamma_sqrt(x)
         z = rng.normal(tuple(x.shape), dtype=x.dtype)
         if m.diagonal:
-            rho = rho + (0.5 * h) * (root * g - inv * rho + gam) + math.sqrt(h) * root * z
+            rho = rho + (0.5 * h) * (root * g - inv * rho + gam) + root_(h) * root * z
             x = x + (0.5 * h) * root * rho
         else:
-            rho = rho + (0.5 * h) * (matvec(root, g) - matvec(inv, rho) + gam) + math.sqrt(h) * matvec(root, z)
+            rho = rho + (0.5 * h) * (matvec(root, g) - matvec(inv, rho) + gam) + root_(h) * matvec(root, z)
             x = x + (0.5 * h) * matvec(root, rho)
         g, es, info = estimator.estimate(rng, state.est_state, x)
         return SGRHMCState(x, rho, g, es), StepInfo(info, own_evals=m.n_evals)

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 from .._array_api import Array, array_namespace
 from .._validation import check_positive
 from .base import SamplerBase, StepInfo, _lambda_max
-from .integrators import thermostat_start
+from .integrators import expo, root, thermostat_start
 
 __all__ = ["BAOAB", "BADODAB", "BAOABState", "BADODABState"]
 
@@ -109,11 +109,11 @@ class BAOAB(_Splitting):
     def step(self, rng, state, estimator, step_size):
         x, rho, g, es = state
         dt = 0.5 * step_size
-        c = math.exp(-self.friction * dt)
+        c = expo(-self.friction * dt)
         z = rng.normal(tuple(x.shape), dtype=x.dtype)
         rho = rho + (0.5 * dt) * g
         x = x + (0.5 * dt) * rho
-        rho = c * rho + math.sqrt(1.0 - c * c) * z
+        rho = c * rho + root(1.0 - c * c) * z
         x = x + (0.5 * dt) * rho
         g, es, info = estimator.estimate(rng, es, x)
         rho = rho + (0.5 * dt) * g

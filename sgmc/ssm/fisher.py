@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._array_api import Array
+from .._array_api import Array, device_of
 from ..samplers.metrics import Metric
 
 __all__ = ["SSMFisherMetric", "cholesky_fisher", "regime_moments", "stationary_law"]
@@ -87,7 +87,7 @@ def cholesky_fisher(xp: Any, L: Array) -> tuple[Array, Array, Array]:
     m = int(L.shape[-1])
     rows, cols = _tri(m)
     p = len(rows)
-    dt, dev = L.dtype, L.device
+    dt, dev = L.dtype, device_of(L)
     I = xp.asarray(rows, dtype=xp.int64, device=dev)
     J = xp.asarray(cols, dtype=xp.int64, device=dev)
     same = xp.asarray([[1.0 if ca == cb else 0.0 for cb in cols] for ca in cols], dtype=dt, device=dev)
@@ -116,10 +116,10 @@ def cholesky_fisher(xp: Any, L: Array) -> tuple[Array, Array, Array]:
 def stationary_law(xp: Any, Pi: Array) -> Array:
     """Stationary distribution of transition matrices Pi (..., K, K), solving pi (Pi - I) = 0, sum pi = 1."""
     K = int(Pi.shape[-1])
-    eye = xp.eye(K, dtype=Pi.dtype, device=Pi.device)
-    ones = xp.ones((K, K), dtype=Pi.dtype, device=Pi.device)
+    eye = xp.eye(K, dtype=Pi.dtype, device=device_of(Pi))
+    ones = xp.ones((K, K), dtype=Pi.dtype, device=device_of(Pi))
     a = xp.matrix_transpose(eye - Pi) + ones
-    b = xp.ones(tuple(Pi.shape[:-1]) + (1,), dtype=Pi.dtype, device=Pi.device)
+    b = xp.ones(tuple(Pi.shape[:-1]) + (1,), dtype=Pi.dtype, device=device_of(Pi))
     return xp.linalg.solve(a, b)[..., 0]
 
 
@@ -173,7 +173,7 @@ def regime_moments(xp: Any, Pi: Array, F: Array, Qn: Array, rows: int, iters: in
     K, n = int(F.shape[-3]), int(F.shape[-1])
     lead = tuple(F.shape[:-3])
     nb = len(lead)
-    dt, dev = F.dtype, F.device
+    dt, dev = F.dtype, device_of(F)
     n2, size = n * n, K * n * n
     kf = _batched_kron(xp, F, F)                                                   # (..., K, n2, n2)
     blocks = xp.matrix_transpose(Pi)[..., :, :, None, None] * kf[..., :, None, :, :]  # (..., j, i, n2, n2)
@@ -239,7 +239,7 @@ def _regression(xp: Any, w: Array, lam: Array, M: Array, dM: Array) -> tuple[Arr
     G = w[..., None, None] * _batched_kron(xp, lam, M)
     D = _batched_kron(xp, cov, Minv) / w[..., None, None]
     Y = Minv[..., None, None, :, :] @ dM @ Minv[..., None, None, :, :]           # (..., c, d, b, e)
-    eye_n = xp.eye(n, dtype=M.dtype, device=M.device)
+    eye_n = xp.eye(n, dtype=M.dtype, device=device_of(M))
     Z = xp.sum(xp.sum(Y * eye_n[:, None, :], axis=-1), axis=-2)                  # (..., c, b): e = d
     gam = -(cov @ Z) / w[..., None, None]
     return G, D, xp.reshape(gam, lead + (r * n,))
@@ -249,7 +249,7 @@ def _block_diag(xp: Any, blocks: list) -> Array:
     """Block-diagonal (..., d, d) from square blocks (..., k_i, k_i) with the same leading axes."""
     sizes = [int(b.shape[-1]) for b in blocks]
     lead = tuple(blocks[0].shape[:-2])
-    dt, dev = blocks[0].dtype, blocks[0].device
+    dt, dev = blocks[0].dtype, device_of(blocks[0])
     rows = []
     for i, b in enumerate(blocks):
         parts = [b if j == i else xp.zeros(lead + (sizes[i], sizes[j]), dtype=dt, device=dev) for j in range(len(blocks))]
@@ -263,9 +263,9 @@ def _pad(xp: Any, a: Array, size: int) -> Array:
     if q == size:
         return a
     lead = tuple(a.shape[:-2])
-    z = xp.zeros(lead + (q, size - q), dtype=a.dtype, device=a.device)
+    z = xp.zeros(lead + (q, size - q), dtype=a.dtype, device=device_of(a))
     top = xp.concat([a, z], axis=-1)
-    return xp.concat([top, xp.zeros(lead + (size - q, size), dtype=a.dtype, device=a.device)], axis=-2)
+    return xp.concat([top, xp.zeros(lead + (size - q, size), dtype=a.dtype, device=device_of(a))], axis=-2)
 
 
 def _kron(xp: Any, a: Array, b: Array) -> Array:
@@ -401,12 +401,12 @@ class SSMFisherMetric(Metric):
         """Blocks w_k Lambda_k (x) I_cols of the regression coefficients of each state (Gamma = 0)."""
         xp = self.model.xp
         K = int(lam.shape[-3])
-        eye = xp.eye(cols, dtype=lam.dtype, device=lam.device)
+        eye = xp.eye(cols, dtype=lam.dtype, device=device_of(lam))
         G = [w[..., k, None, None] * _kron(xp, lam[..., k, :, :], eye) for k in range(K)]
         sig = xp.linalg.inv(lam)
         D = [_kron(xp, sig[..., k, :, :], eye) / w[..., k, None, None] for k in range(K)]
         size = K * int(lam.shape[-1]) * cols
-        zero = xp.zeros(tuple(lam.shape[:-3]) + (size,), dtype=lam.dtype, device=lam.device)
+        zero = xp.zeros(tuple(lam.shape[:-3]) + (size,), dtype=lam.dtype, device=device_of(lam))
         return _block_diag(xp, G), _block_diag(xp, D), zero
 
     def _per_state_moments(self, w, lam, M, dM):

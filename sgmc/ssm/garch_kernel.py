@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._array_api import Array
+from .._array_api import Array, device_of
 from .._validation import check_choice
 from .particle_kernel import _LOG_2PI, KernelBase, _stack_terms, _y_like
 
@@ -155,7 +155,7 @@ class GARCHKernel(KernelBase):
     def log_weight(self, x_prev: Array, x: Array, y_t: Array) -> Array:
         nd = x.ndim
         if self.adapted:
-            return self.xp.zeros(tuple(x.shape[:-1]), dtype=x.dtype, device=x.device)
+            return self.xp.zeros(tuple(x.shape[:-1]), dtype=x.dtype, device=device_of(x))
         r = self.p("r", nd)
         e = self._centred(y_t, nd) - x[..., :1]
         return (-0.5 * (_LOG_2PI + self.xp.log(r)) - 0.5 * e * e / r)[..., 0]

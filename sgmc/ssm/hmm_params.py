@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .._array_api import Array
+from .._array_api import Array, device_of
 
 __all__ = ["HMMPrior", "make_prior", "fixed_precision_factor", "first_state_smoother"]
 
@@ -136,7 +136,7 @@ def prior_grads(xp, prior: HMMPrior, eta, mu, psi, jac) -> tuple[Array, Array, A
     if psi is None:
         return geta, gmu, None
     m = psi.shape[-1]
-    eye = xp.eye(m, dtype=psi.dtype, device=psi.device)
+    eye = xp.eye(m, dtype=psi.dtype, device=device_of(psi))
     wish = (prior.df - m - 1.0)[:, None] + jac
     gpsi = -(prior.scale_inv @ psi) + eye * (wish / xp.linalg.diagonal(psi))[..., None, :]
     return geta, gmu, gpsi
@@ -166,7 +166,7 @@ def first_state_smoother(xp, fb, Pi, logp, p1, mask, weight) -> Smoothed:
     c1 = xp.sum(e1, axis=-1, keepdims=True)
     f1 = e1 / c1
     ll1 = s1[:, 0] + xp.log(c1[:, 0])
-    w1 = xp.ones((b,), dtype=logp.dtype, device=logp.device) if weight is None else weight[:, 0]
+    w1 = xp.ones((b,), dtype=logp.dtype, device=device_of(logp)) if weight is None else weight[:, 0]
     if L == 1:
         return Smoothed(ll1, f1[:, None, :], xp.zeros_like(Pi), w1[:, None] * f1)
     ll, gam, N, G = fb(

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._array_api import Array, array_namespace
+from .._array_api import Array, array_namespace, device_of
 from .. import backends
 from .._dispatch import dispatch, native
 
@@ -73,7 +73,7 @@ def _scaled_cdf(xp: Any, weights: Array) -> Array:
     b, n = weights.shape
     c = xp.cumulative_sum(w, axis=-1)
     # The last entry is exactly N (not N times a rounded ratio), so every row's counts end at N.
-    last = xp.full((b, 1), float(n), dtype=xp.float64, device=weights.device)
+    last = xp.full((b, 1), float(n), dtype=xp.float64, device=device_of(weights))
     return xp.concat([c[:, :-1] * (float(n) / c[:, -1:]), last], axis=1)
 
 
@@ -97,7 +97,7 @@ def ancestors_from_counts(counts: Array) -> Array:
     if fast is not None:
         return fast(counts)
     b, n = counts.shape
-    dev = counts.device
+    dev = device_of(counts)
     row = xp.arange(b, dtype=xp.int64, device=dev)[:, None]
     flat = xp.reshape(counts + row * (n + 1), (-1,))
     k = xp.arange(n, dtype=xp.int64, device=dev)[None, :] + row * (n + 1)
@@ -167,7 +167,7 @@ def sorted_uniforms(u: Array, n_valid: Array | None = None) -> Array:
     """
     xp = array_namespace(u)
     b, n = u.shape
-    dev = u.device
+    dev = device_of(u)
     k = xp.arange(1, n + 1, dtype=xp.float64, device=dev)[None, :]
     # 1 - U is in (0, 1]: its logarithm is finite.
     terms = xp.log(1.0 - xp.astype(u, xp.float64)) / k
@@ -184,7 +184,7 @@ def sorted_uniforms(u: Array, n_valid: Array | None = None) -> Array:
 def _counts_below(xp: Any, s: Array, cdf01: Array) -> Array:
     """``#{k : s[b, k] < cdf01[b, i]}`` for sorted rows ``s`` (values in [0, 2]) and cdf in [0, 1]."""
     b, n = s.shape
-    dev = s.device
+    dev = device_of(s)
     off = xp.arange(b, dtype=xp.float64, device=dev)[:, None] * 3.0
     flat = xp.reshape(s + off, (-1,))
     idx = xp.searchsorted(flat, xp.reshape(cdf01 + off, (-1,)), side="left")
@@ -351,10 +351,10 @@ def resample_if_low_ess(
     b, n = weights.shape
     anc = ancestors(weights, uniforms_for(rng, scheme, b, n), scheme)
     if threshold is None:
-        return anc, xp.ones((b,), dtype=xp.bool, device=weights.device)
+        return anc, xp.ones((b,), dtype=xp.bool, device=device_of(weights))
     if not (0.0 < float(threshold) <= 1.0) or math.isnan(float(threshold)):
         msg = f"`threshold` must be in (0, 1] or None; got {threshold!r}"
         raise ValueError(msg)
     low = ess(weights) < float(threshold) * n
-    ident = xp.arange(n, dtype=xp.int64, device=weights.device)[None, :]
+    ident = xp.arange(n, dtype=xp.int64, device=device_of(weights))[None, :]
     return xp.where(low[:, None], anc, ident), low

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._array_api import Array
+from .._array_api import Array, device_of
 from .._sampling import categorical
 from .kalman import _filter_step, _smooth_step
 
@@ -30,7 +30,7 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 def onehot(xp: Any, z: Array, K: int, dtype: Any) -> Array:
     """Indicator array (..., K) of integer states ``z`` (...)."""
-    return xp.astype(z[..., None] == xp.arange(K, device=z.device), dtype)
+    return xp.astype(z[..., None] == xp.arange(K, device=device_of(z)), dtype)
 
 
 def select(xp: Any, w: Array, M: Array) -> Array:
@@ -63,7 +63,7 @@ def filtered_init(xp, rng, Pi, A, Q, C, R, y, mask, m0, P0, p0) -> Array:
     """Draw ``z_1..L`` (b, L) from the filtered process (thesis Eq. 3.106)."""
     b, L, m = y.shape
     K, n = A.shape[1], A.shape[-1]
-    eye = xp.eye(n, dtype=y.dtype, device=y.device)
+    eye = xp.eye(n, dtype=y.dtype, device=device_of(y))
     rep = lambda X: xp.reshape(xp.broadcast_to(X[:, None, ...], (b, K) + tuple(X.shape[1:])), (b * K,) + tuple(X.shape[1:]))  # noqa: E731
     Ak, Qk = xp.reshape(A, (b * K, n, n)), xp.reshape(Q, (b * K, n, n))
     Ck, Rk = rep(C), rep(R)
@@ -88,7 +88,7 @@ def _forward_x(xp, A_s, Q_s, C, R, y, mask, m0, P0):
     """Time-varying Kalman filter; lists of predicted and filtered moments, position 0 = ``x_0``."""
     L = y.shape[1]
     n = A_s.shape[-1]
-    eye = xp.eye(n, dtype=y.dtype, device=y.device)
+    eye = xp.eye(n, dtype=y.dtype, device=device_of(y))
     Ct = xp.matrix_transpose(C)
     mf, Pf, mp, Pp = [m0], [P0], [None], [None]
     for s in range(L):

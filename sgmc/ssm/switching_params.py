@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._array_api import Array
+from .._array_api import Array, device_of
 
 __all__ = ["dirichlet_terms", "dirichlet_grad", "regime_prior", "regime_prior_grads", "row_softmax", "lower_positions"]
 
@@ -59,17 +59,17 @@ def regime_prior(xp: Any, A: Array, psi: Array, v: float) -> Array:
     Lq = psi @ mT(psi)
     lp = c * xp.sum(logdiag, axis=-1) - xp.sum(A * (Lq @ A), axis=(-2, -1)) / (2.0 * v)
     lp = lp - 0.5 * (d + 1) * xp.linalg.trace(Lq)
-    return lp + xp.sum(_jac(xp, d, A.dtype, A.device) * logdiag, axis=-1)
+    return lp + xp.sum(_jac(xp, d, A.dtype, device_of(A)) * logdiag, axis=-1)
 
 
 def regime_prior_grads(xp: Any, A: Array, psi: Array, v: float) -> tuple[Array, Array]:
     """Gradients of :func:`regime_prior` in ``A`` and ``psi`` (the latter lower triangular on packing)."""
     d, c = A.shape[-2], A.shape[-1]
     mT = xp.matrix_transpose
-    eye = xp.eye(d, dtype=A.dtype, device=A.device)
+    eye = xp.eye(d, dtype=A.dtype, device=device_of(A))
     Lq = psi @ mT(psi)
     gA = -(Lq @ A) / v
     G = -(A @ mT(A)) / (2.0 * v) - 0.5 * (d + 1) * eye
-    expo = c + _jac(xp, d, A.dtype, A.device)  # exponent of each |psi_ii|
+    expo = c + _jac(xp, d, A.dtype, device_of(A))  # exponent of each |psi_ii|
     gpsi = 2.0 * G @ psi + eye * (expo / xp.linalg.diagonal(psi))[..., None, :]
     return gA, gpsi
