@@ -100,7 +100,11 @@ print(f"sgmc from {sgmc.__file__}")
 EOF
 then
     cat "$LOG/setup.log"
-    say "set-up failed: carry what is missing as wheels in $WHEELS (list it in asv_benchmarks/gpu_wheels.txt; fetch: $FETCH)"
+    if grep -q "^missing:" "$LOG/setup.log"; then
+        say "set-up failed: carry what is missing as wheels in $WHEELS (list it in asv_benchmarks/gpu_wheels.txt; fetch: $FETCH)"
+    else
+        say "set-up failed: sgmc or a package it needs does not import here (above)"
+    fi
     exit 2
 fi
 cat "$LOG/setup.log"
