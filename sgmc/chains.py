@@ -32,6 +32,9 @@ from .diagnostics.runaway import Watch
 from .samplers._compiled import plan as compiled_plan
 from .samplers._fused import plan as fused_plan
 
+#: The host backend, where statistics are kept; fixed, so looked up once.
+_HOST = backends.get_backend("numpy")
+
 __all__ = ["ChainsResult", "ChainsProgress", "DivergenceError", "run_chains", "step_stats", "check_diverged"]
 
 
@@ -155,6 +158,7 @@ def run_chains(
     checkpoint: Callable[[ChainsProgress], None] | None = None,
     checkpoint_every: int = 0,
     stop: Callable[[], bool] | None = None,
+    xp: Any = None,
 ) -> ChainsResult:
     """Run one group of chains from ``position`` (chains, dim) and record the kept draws.
 
@@ -193,6 +197,8 @@ def run_chains(
     stop : callable, optional
         Checked after every iteration; when it returns true the loop ends there and the result
         covers the iterations done (``n_done``).
+    xp : namespace, optional
+        The namespace of ``position`` (a run's plan passes its own); found from ``position`` if omitted.
 
     Raises
     ------
@@ -200,7 +206,7 @@ def run_chains(
         When the positions stop being finite; ``err.partial`` holds the draws up to the last check
         that found them finite.
     """
-    xp = array_namespace(position)
+    xp = array_namespace(position) if xp is None else xp
     n_iter = len(step_sizes)
     chains, dim = position.shape
     n_keep = len(kept)
@@ -301,7 +307,7 @@ def run_chains(
                 break
         compiled = getattr(fused, "compile_seconds", 0.0)
         if fused is not None and k >= n_iter:
-            return _result(draws, grads, infos, wall, chains, state, n_iter, compiled)
+            return _result(draws, grads, infos, wall, chains, state, n_iter, compiled, xp)
         for k in range(k, n_iter):
             try:
                 state, infos[k] = step(rng, state, estimator, step_sizes[k])
@@ -340,21 +346,21 @@ def run_chains(
                 return partial(k + 1, state, j)
             if checkpoint is not None and checkpoint_every and (k + 1) % checkpoint_every == 0 and k + 1 < n_iter:
                 checkpoint(progress_at(k + 1, state))
-    return _result(draws, grads, infos, wall, chains, state, n_iter, compiled)
+    return _result(draws, grads, infos, wall, chains, state, n_iter, compiled, xp)
 
 
-def _result(draws, grads, infos, wall, chains, state, n_done, compiled=0.0) -> ChainsResult:
-    stats = step_stats(infos, chains)
-    stats["wall_time"] = _column(wall, chains)
+def _result(draws, grads, infos, wall, chains, state, n_done, compiled=0.0, xp=None) -> ChainsResult:
+    stats = step_stats(infos, chains, xp=xp)
+    stats["wall_time"] = _column(wall, chains, xp)
     return ChainsResult(draws, grads, stats, state, n_done, compiled)
 
 
-def _column(values: list, chains: int) -> Any:
+def _column(values: list, chains: int, xp: Any = None) -> Any:
     """Per-iteration values (numbers, or per-chain arrays) as a float64 host array (chains, n_iter).
 
-    Arrays are stacked where they live and copied to the host once.
+    Arrays are stacked where they live (``xp``, found from them if omitted) and copied to the host once.
     """
-    hx = backends.get_backend("numpy").xp
+    hx = _HOST.xp
     if set(map(type, values)) <= {int, float}:  # the common case, without a check per value
         row = hx.asarray(values, dtype=hx.float64)
         return hx.broadcast_to(row[None, :], (chains, len(values)))
@@ -362,7 +368,7 @@ def _column(values: list, chains: int) -> Any:
     if not arrays:
         row = hx.asarray(values, dtype=hx.float64)
         return hx.broadcast_to(row[None, :], (chains, len(values)))
-    xp = array_namespace(arrays[0])
+    xp = array_namespace(arrays[0]) if xp is None else xp
     dev = device_of(arrays[0])
     if 4 * len(arrays) <= len(values):  # a few arrays among numbers (a window's value at its end): those alone
         at_ = [i for i, v in enumerate(values) if not isinstance(v, numbers.Number)]
@@ -379,26 +385,26 @@ def _column(values: list, chains: int) -> Any:
     return hx.asarray(backends.to_numpy(xp.stack(cols, axis=1)), dtype=hx.float64)
 
 
-def step_stats(infos: Sequence[Any], chains: int) -> dict:
+def step_stats(infos: Sequence[Any], chains: int, xp: Any = None) -> dict:
     """Per-chain statistics ``(chains, n_iter)`` from a run's :class:`~sgmc.samplers.StepInfo` list.
 
     ``n_evals`` (every per-datum evaluation of the step: the estimator's and the sampler's own) and
     ``batch_size`` always; ``accepted`` and ``accept_prob`` when the sampler reports them; each key of
-    ``extras``.
+    ``extras``. Per-chain arrays among them are stacked in ``xp`` (found from them if omitted).
     """
     if not infos:
         return {}
     out = {
-        "n_evals": _column([i.n_evals for i in infos], chains),
-        "batch_size": _column([i.estimate.batch_size for i in infos], chains),
+        "n_evals": _column([i.n_evals for i in infos], chains, xp),
+        "batch_size": _column([i.estimate.batch_size for i in infos], chains, xp),
     }
     first = infos[0]
     if first.accepted is not None:
-        out["accepted"] = _column([i.accepted for i in infos], chains)
+        out["accepted"] = _column([i.accepted for i in infos], chains, xp)
     if first.accept_prob is not None:
-        out["accept_prob"] = _column([i.accept_prob for i in infos], chains)
+        out["accept_prob"] = _column([i.accept_prob for i in infos], chains, xp)
     if first.extras:
         for key in first.extras:
-            out[key] = _column([i.extras[key] for i in infos], chains)
+            out[key] = _column([i.extras[key] for i in infos], chains, xp)
     return out
 

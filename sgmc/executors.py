@@ -60,7 +60,11 @@ class GroupTask(NamedTuple):
 
 
 class RunSpec(NamedTuple):
-    """Everything a group needs besides its own task: the same for every group of a run."""
+    """Everything a group needs besides its own task: the same for every group of a run.
+
+    The part of a run's plan (:class:`sgmc._plan.RunPlan`) that workers receive and checkpoints
+    record; the backend pickles by name, and a group's loop takes its namespace from it.
+    """
 
     sampler: Any
     estimator: Any
@@ -101,7 +105,7 @@ def _run_group(spec: RunSpec, task: GroupTask, progress: Callable | None = None,
         spec.sampler, spec.estimator, task.rng, task.position, spec.step_sizes, spec.kept,
         store_grads=spec.store_grads, score=spec.score, check_every=spec.check_every,
         progress=progress, progress_every=progress_every, callback=callback,
-        quiet_float=spec.backend.quiet_float,
+        quiet_float=spec.backend.quiet_float, xp=spec.backend.xp,
     )
 
 

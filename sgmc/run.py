@@ -20,29 +20,22 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import math
 import os
-import signal
-import threading
-import time
 import warnings
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import _checkpoint, backends
-from ._array_api import as_float_array, check_finite, is_array
-from ._param_names import model_param_names
+from . import backends
+from ._assemble import progress_result
+from ._budget import Budget, StopOnInterrupt
+from ._checkpoint_job import CheckpointWriteError, Job
+from ._inputs import DEFAULT_GROUP_SIZE, check_inputs
+from ._plan import prepare, resolve
+from ._progress import progress_bar
 from ._safefile import check_key
-from ._progress import progress_bar, progress_scope, wants_progress
-from ._validation import check_alloc, check_choice, check_int
-from .chains import ChainsResult, DivergenceError, run_chains, step_stats
+from .chains import DivergenceError, run_chains
 from .diagnostics.mixing import MixingWarning, warn_if_unmixed
 from .diagnostics.runaway import RunawayChainWarning, warn_if_runaway
-from .estimators import FullGradient, SupportsPrepare, make_estimator
-from .adapt import adapt_step_size, default_burn_in, parse_auto
-from .executors import GroupTask, RunSpec, WorkerLostError, check_executor, run_groups
-from .models.base import check_compatible, check_target, require
-from .samplers import make_sampler, step_sizes
+from .executors import WorkerLostError, run_groups
 from .trace import Trace
 
 __all__ = ["sample", "resume", "DEFAULT_GROUP_SIZE", "SamplingInterruptedWarning", "CheckpointWriteError",
@@ -53,71 +46,7 @@ class SamplingInterruptedWarning(UserWarning):
     """Ctrl-C ended :func:`sample` early; the returned trace holds the draws made until then."""
 
 
-class CheckpointWriteError(OSError):
-    """A checkpoint could not be written (disk full, no permission ...); the run stopped there.
-
-    Attributes
-    ----------
-    filename : str
-        The checkpoint file.
-    trace : Trace or None
-        The draws made until the failed write (every group that ran, cut to the shortest), so
-        nothing sampled is lost; :func:`resume` continues from the last checkpoint written.
-    """
-
-    def __init__(self, errno: Any, msg: str, filename: str):
-        super().__init__(errno, msg, filename)
-        self.trace = None
-
-#: Chains per group when ``group_size`` is not given: large enough that the chains of a group share
-#: the per-iteration Python overhead, small enough that 32 chains make 2 groups for 2 processes.
-DEFAULT_GROUP_SIZE = 16
-
-
 _REQUIRED: Any = type("_Required", (), {"__repr__": lambda self: "<required>"})()
-
-
-def _initial_position(model, init, chains, rng):
-    xp = model.xp
-    if init is None:
-        return rng.normal((chains, model.dim), dtype=model.dtype)
-    if not is_array(init):
-        init = backends.asarray(init, backend=backends.get_backend(xp), dtype=model.dtype, device=model.device)
-    check_compatible(model, init, "init")
-    init = as_float_array(xp, init, model.dtype, "init")
-    if init.ndim == 1 and init.shape[0] == model.dim:
-        init = xp.broadcast_to(init, (chains, model.dim))
-    if tuple(init.shape) != (chains, model.dim):
-        msg = f"`init` must have shape ({model.dim},) or ({chains}, {model.dim}); got {tuple(init.shape)}"
-        raise ValueError(msg)
-    check_finite(xp, init, "init")
-    return init
-
-
-def _estimator_for(smp: Any, estimator: Any, model: Any, batch_size: Any, options: dict) -> Any:
-    """The estimator a sampler runs with: exact samplers get the full gradient."""
-    if smp.exact:
-        if isinstance(estimator, str):
-            if estimator not in ("minibatch", "full"):
-                msg = f"sampler {smp.name!r} uses the exact gradient; got estimator={estimator!r} (use 'full')"
-                raise ValueError(msg)
-            return FullGradient(model, log_density=smp.needs_log_density, **options)
-        if not isinstance(estimator, FullGradient):
-            msg = f"sampler {smp.name!r} uses the exact gradient; pass estimator='full'"
-            raise ValueError(msg)
-        return estimator
-    return make_estimator(estimator, model, batch_size, **options)
-
-
-def _groups(chains: int, group_size: int) -> list:
-    return [(start, min(start + group_size, chains)) for start in range(0, chains, group_size)]
-
-
-def _check_run_size(model: Any, n_iter: int, chains: int, n_kept: int, grads: bool) -> None:
-    """Refuse a run whose trace (draws, gradients, per-iteration statistics) would not fit in memory."""
-    per_chain = 8 * n_kept * int(model.dim) * (2 if grads else 1) + 8 * 8 * n_iter  # draws (+ grads), ~8 stats
-    check_alloc(per_chain + 40 * n_kept, "n_iter", n_iter, "the trace of one chain")
-    check_alloc(chains * per_chain + 40 * n_kept, "chains", chains, f"the trace of {chains} chains")
 
 
 def sample(
@@ -277,87 +206,15 @@ def sample(
     if step_size is _REQUIRED:
         msg = "sample() needs `step_size`: h in the review's convention, a schedule or n_iter values"
         raise TypeError(msg)
-    if backend is not None:
-        model = backends.move(model, backend)
-    model = check_target(model)
-    if backend is not None and is_array(init):
-        init = backends.move(init, backend, device=model.device)
-    xp = model.xp
-    wants_progress(progress)
-    n_iter = check_int(n_iter, "n_iter")
-    chains = check_int(chains, "chains")
-    thin = check_int(thin, "thin")
-    check_every = check_int(check_every, "check_every")
-    burn_in = default_burn_in(step_size, n_iter) if burn_in is None else check_int(burn_in, "burn_in", minimum=0)
-    group_size = check_int(group_size if group_size is not None else DEFAULT_GROUP_SIZE, "group_size")
-    if burn_in >= n_iter:
-        msg = f"`burn_in`={burn_in} must be smaller than `n_iter`={n_iter}"
-        raise ValueError(msg)
-    check_choice(store_grads, "store_grads", (False, True, "estimate", "full"))
-    if store_grads == "full":
-        require(model, ("grad_log_posterior",), "store_grads='full'")
-    if isinstance(batch_size, bool):
-        msg = f"`batch_size` must be a positive int or a fraction in (0, 1); got {batch_size!r}"
-        raise TypeError(msg)
-    check_executor(executor)
-    _check_run_size(model, n_iter, chains, len(range(burn_in, n_iter, thin)), bool(store_grads))
-    kept = list(range(burn_in, n_iter, thin))
-    if thin > 1 and len(kept) < 2:
-        msg = (
-            f"`thin`={thin} keeps {len(kept)} draw(s) of the {n_iter - burn_in} iterations after burn-in; "
-            "choose a thinning interval that keeps at least two"
-        )
-        raise ValueError(msg)
-    if max_time is not None:
-        max_time = _check_max_time(max_time, executor, checkpoint)
-    if checkpoint is not None:
-        checkpoint = _check_checkpoint_path(checkpoint, executor)
-        checkpoint_every = check_int(
-            checkpoint_every if checkpoint_every is not None else max(1, n_iter // 10), "checkpoint_every"
-        )
-    elif checkpoint_every is not None or checkpoint_key is not None:
-        what = "checkpoint_every" if checkpoint_every is not None else "checkpoint_key"
-        msg = f"`{what}` needs `checkpoint=PATH`, the file the checkpoints are written to"
-        raise ValueError(msg)
-    checkpoint_key = check_key(checkpoint_key, "checkpoint_key")
-    auto = parse_auto(step_size, burn_in, n_iter)  # step_size='auto': adapted during burn-in (sgmc.adapt)
-    hs = step_sizes(step_size, n_iter) if auto is None else None
-
-    smp = make_sampler(sampler, model, **(sampler_options or {}))
-    est = _estimator_for(smp, estimator, model, batch_size, dict(estimator_options or {}))
-
-    backend = backends.get_backend(xp)
-    rng = backends.default_rng(rng, backend=backend, device=model.device)
-    init_rng, prep_rng, run_rng = rng.spawn(3)
-
-    position = _initial_position(model, init, chains, init_rng)
-    t_setup = time.perf_counter()
-    setup_evals = 0.0
-    if isinstance(est, SupportsPrepare):
-        with progress_scope(progress):
-            prepared = est.prepare(prep_rng, position)
-        est = prepared.estimator
-        setup_evals += prepared.n_evals
-        if prepared.start is not None and init is None:
-            position = prepared.start
-    setup_evals += float(est.init_cost)
-    setup_time = time.perf_counter() - t_setup
-
-    settings = {"n_iter": n_iter, "burn_in": burn_in, "thin": thin, "chains": chains}
-    if auto is not None:  # the burn-in chooses the step; the run goes on from the adapted chains
-        run_rng, adapt_rng = run_rng.spawn(2)
-        adapted = adapt_step_size(auto, model, smp, est, adapt_rng, position, burn_in, n_iter - burn_in)
-        position, settings["step_size_auto"] = adapted.state.position, adapted.info
-        hs, kept = [adapted.step_size] * (n_iter - burn_in), [k - burn_in for k in kept]
-    bounds = _groups(chains, group_size)
-    streams = run_rng.spawn(len(bounds))
-    tasks = [GroupTask(g, streams[g], position[a:b, :]) for g, (a, b) in enumerate(bounds)]
-    score = model.grad_log_posterior if store_grads == "full" else None
-    spec = RunSpec(smp, est, hs, kept, store_grads, score, check_every, backend)
-    job = _Job(model, spec, tasks, bounds, setup_time, setup_evals, settings,
-               path=checkpoint, every=checkpoint_every or 0, key=checkpoint_key)
-    job.max_time = max_time
-    return _execute(job, executor, progress, callback)
+    inputs = check_inputs(
+        model, step_size=step_size, batch_size=batch_size, n_iter=n_iter, chains=chains, burn_in=burn_in, thin=thin,
+        init=init, store_grads=store_grads, progress=progress, check_every=check_every, executor=executor,
+        group_size=group_size, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+        checkpoint_key=checkpoint_key, backend=backend, max_time=max_time,
+    )
+    plan = resolve(inputs, sampler, estimator, rng, sampler_options, estimator_options)
+    plan = prepare(plan, inputs.init, progress)
+    return _execute(Job(plan), executor, progress, callback)
 
 
 def resume(path: Any, *, model: Any = None, sampler: Any = None, estimator: Any = None, progress: bool = True,
@@ -419,149 +276,30 @@ def resume(path: Any, *, model: Any = None, sampler: Any = None, estimator: Any 
     >>> bool((again.draws == trace.draws).all())
     True
     """
-    job = _Job.load(path, {"model": model, "sampler": sampler, "estimator": estimator}, check_key(key))
+    job = Job.load(path, {"model": model, "sampler": sampler, "estimator": estimator}, check_key(key))
     return _execute(job, None, progress, callback)
 
 
-@dataclass
-class _Job:
-    """A run of :func:`sample` after set-up: what it needs to run, resume and assemble its trace."""
-
-    model: Any
-    spec: RunSpec
-    tasks: list
-    bounds: list
-    setup_time: float
-    setup_evals: float
-    settings: dict
-    path: Any = None
-    every: int = 0
-    results: list = field(default_factory=list)
-    current: Any = None  # ChainsProgress of the group in progress, as last checkpointed
-    max_time: float | None = None  # wall-clock budget of the iterations (seconds), shared by the groups
-    budget_iters: int | None = None  # iterations done when a group ran out of the budget
-
-    file: Any = None  # the run's data file, once written (see sgmc._checkpoint)
-    key: Any = None  # the secret that signs the checkpoint files (never written to them)
-
-    def _roles(self) -> dict:
-        return {"model": self.model, "sampler": self.spec.sampler, "estimator": self.spec.estimator}
-
-    def _shared(self) -> dict:
-        return {"spec": self.spec, "bounds": self.bounds, "settings": self.settings,
-                "setup_time": self.setup_time, "setup_evals": self.setup_evals}
-
-    def prepare(self) -> None:
-        """Write the run's data file (model, sampler, estimator, settings) before sampling starts."""
-        if self.file is None:
-            try:
-                self.file = _checkpoint.prepare(self.path, self._shared(), self._roles(), self.key)
-            except OSError as err:
-                where = os.fspath(self.path)
-                msg = f"cannot write the data file of the checkpoint {where!r}: {err.strerror or err}"
-                raise CheckpointWriteError(err.errno, msg, err.filename or where) from err
-
-    def save(self, sampled: Callable[[], list] | None = None) -> None:
-        """Write the checkpoint; a failure raises :class:`CheckpointWriteError` with ``sampled()``'s trace."""
-        state = {"tasks": self.tasks, "results": self.results, "current": self.current, "every": self.every,
-                 "max_time": self.max_time, "budget_iters": self.budget_iters}
-        where = os.fspath(self.path)
-        try:
-            self.file = _checkpoint.write(self.path, self._shared(), self._roles(), state, self.file, self.key)
-        except OSError as err:
-            earlier = f"; sgmc.resume({where!r}) continues from the last checkpoint written" if self.file else ""
-            msg = (f"cannot write the checkpoint {where!r}: {err.strerror or err}; the draws so far are on "
-                   f"this error (err.trace){earlier}")
-            new = CheckpointWriteError(err.errno, msg, err.filename or where)
-            new.trace = self.trace(sampled() if sampled is not None else list(self.results), interrupted=True)
-            raise new from err
-        except _checkpoint.NotStorable as err:
-            msg = f"cannot write the checkpoint {where!r}: {err}"
-            new = _checkpoint.NotStorable(msg)
-            new.trace = self.trace(sampled() if sampled is not None else list(self.results), interrupted=True)
-            raise new from err
-
-    @classmethod
-    def load(cls, path: Any, supplied: dict, key: Any = None) -> "_Job":
-        shared, state, run = _checkpoint.read(path, supplied, key)
-        roles = shared["roles"]
-        spec = shared.get("spec")
-        needed = ("tasks", "results", "current", "every", "max_time", "budget_iters")
-        if not (isinstance(spec, RunSpec) and isinstance(state, dict) and all(k in state for k in needed)
-                and all(k in shared for k in ("bounds", "setup_time", "setup_evals", "settings"))
-                and isinstance(state.get("tasks"), list)
-                and all(isinstance(t, GroupTask) for t in state["tasks"])
-                and all(isinstance(r, ChainsResult) for r in state.get("results", [None]))):
-            msg = f"{os.fspath(path)!r} is not a checkpoint written by sgmc.sample(..., checkpoint=...)"
-            raise ValueError(msg)
-        job = cls(roles["model"], spec, state["tasks"], shared["bounds"], shared["setup_time"], shared["setup_evals"],
-                  shared["settings"], path=path, every=state["every"], results=state["results"],
-                  current=state["current"], max_time=state["max_time"], budget_iters=state["budget_iters"],
-                  key=key)
-        job.file = run
-        return job
-
-    @property
-    def n_iter(self) -> int:
-        return len(self.spec.step_sizes)
-
-    def done(self) -> int:
-        """Iterations done, summed over groups."""
-        return self.n_iter * len(self.results) + (self.current.k if self.current is not None else 0)
-
-    def trace(self, results: list, interrupted: bool = False) -> Trace:
-        return _assemble(self, results, interrupted)
-
-
-class _StopOnInterrupt:
-    """Turns Ctrl-C into a request to stop at the end of the current iteration (main thread only).
-
-    Installed only over Python's default SIGINT handler; the first Ctrl-C restores that handler, so
-    a second one interrupts at once.
-    """
-
-    def __init__(self, active: bool):
-        self.requested = False
-        self._old = None
-        self._active = active and threading.current_thread() is threading.main_thread()
-
-    def __enter__(self):
-        if self._active and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self._old = signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def _handler(self, signum, frame):
-        self.requested = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    def __exit__(self, *exc):
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
-        return False
-
-    def __call__(self) -> bool:
-        return self.requested
-
-
-def _execute(job: _Job, executor: Any, progress: bool, callback: Callable | None) -> Trace:
-    spec, n_iter = job.spec, job.n_iter
-    if job.path is not None and executor is None:
+def _execute(job: Job, executor: Any, progress: bool, callback: Callable | None) -> Trace:
+    plan = job.plan
+    spec, n_iter = plan.spec, plan.n_iter
+    if plan.path is not None and executor is None:
         job.prepare()  # the data file, once: before sampling, so that a model it cannot hold is told at once
-    bar = _progress_bar(progress, n_iter * len(job.tasks), f"{spec.sampler.name}/{spec.estimator.name}")
+    bar = _progress_bar(progress, n_iter * len(plan.tasks), f"{spec.sampler.name}/{spec.estimator.name}")
     if bar is not None and job.done():
         bar.update(job.done())
-    stop = _StopOnInterrupt(executor is None)
+    stop = StopOnInterrupt(executor is None)
     try:
         with stop:
             if executor is None:
                 complete, partial = _run_here(job, bar, callback, stop)
             else:
                 try:
-                    results = run_groups(spec, job.tasks, executor, bar=bar,
+                    results = run_groups(spec, plan.tasks, executor, bar=bar,
                                          progress_every=max(1, n_iter // 200), callback=callback)
                 except DivergenceError as err:
                     finished = err.finished or {}
-                    g = err.group if err.group is not None else len(job.tasks)
+                    g = err.group if err.group is not None else len(plan.tasks)
                     before = []
                     for i in range(g):
                         if i not in finished:
@@ -573,7 +311,7 @@ def _execute(job: _Job, executor: Any, progress: bool, callback: Callable | None
                     kept = sorted(err.finished)
                     if kept:
                         err.trace = job.trace([err.finished[i] for i in kept])
-                        err.trace.info["groups"] = [list(job.bounds[i]) for i in kept]
+                        err.trace.info["groups"] = [list(plan.bounds[i]) for i in kept]
                     raise
                 job.results, complete, partial = results, True, None
     finally:
@@ -581,22 +319,23 @@ def _execute(job: _Job, executor: Any, progress: bool, callback: Callable | None
             bar.close()
     spec.backend.synchronize()
     if complete:
-        if job.path is not None:
+        if plan.path is not None:
             job.current = None
             job.save()
         trace = job.trace(job.results)
         trace.info["stopped"] = "max_time" if job.budget_iters is not None else None
-        if job.max_time is not None:
-            trace.info["max_time"] = job.max_time
-        found = warn_if_runaway(trace, spec.sampler, spec.step_sizes)
-        warn_if_unmixed(trace, spec.sampler, spec.step_sizes, warn=not found)
+        if plan.max_time is not None:
+            trace.info["max_time"] = plan.max_time
+        found = warn_if_runaway(trace, spec.sampler, spec.step_sizes, xp=plan.xp)
+        warn_if_unmixed(trace, spec.sampler, spec.step_sizes, warn=not found, xp=plan.xp)
         return trace
     trace = job.trace(job.results + ([partial] if partial is not None else []), interrupted=True)
     trace.info["stopped"] = "interrupt"
-    warn_if_runaway(trace, spec.sampler, spec.step_sizes)
-    warn_if_unmixed(trace, spec.sampler, spec.step_sizes, warn=False)
-    where = f"; resume with sgmc.resume({os.fspath(job.path)!r})" if job.path is not None else ""
-    chains = f" of {trace.n_chains} of the {job.settings['chains']} chains" if trace.n_chains < job.settings["chains"] else ""
+    warn_if_runaway(trace, spec.sampler, spec.step_sizes, xp=plan.xp)
+    warn_if_unmixed(trace, spec.sampler, spec.step_sizes, warn=False, xp=plan.xp)
+    where = f"; resume with sgmc.resume({os.fspath(plan.path)!r})" if plan.path is not None else ""
+    wanted = plan.settings["chains"]
+    chains = f" of {trace.n_chains} of the {wanted} chains" if trace.n_chains < wanted else ""
     msg = (
         f"sampling interrupted after {trace.info['iterations_done']} of {n_iter} iterations{chains}; the "
         f"trace holds the draws so far (trace.info['interrupted'] is True){where}"
@@ -605,61 +344,40 @@ def _execute(job: _Job, executor: Any, progress: bool, callback: Callable | None
     return trace
 
 
-class _Budget:
-    """A stop request: Ctrl-C (``interrupt``) or ``seconds`` passed since this object was made."""
-
-    def __init__(self, interrupt: Callable[[], bool], seconds: float):
-        self.interrupt = interrupt
-        self.deadline = time.perf_counter() + seconds
-
-    def __call__(self) -> bool:
-        return self.interrupt() or time.perf_counter() >= self.deadline
-
-
-def _check_max_time(max_time: Any, executor: Any, checkpoint: Any) -> float:
-    if isinstance(max_time, bool) or not isinstance(max_time, (int, float)) or not math.isfinite(max_time) or max_time <= 0:
-        msg = f"`max_time` must be a positive number of seconds; got {max_time!r}"
-        raise ValueError(msg)
-    if executor is not None or checkpoint is not None:
-        what = "executor" if executor is not None else "checkpoint"
-        msg = f"`max_time` applies to runs in this process without checkpoints; it cannot be combined with `{what}`"
-        raise ValueError(msg)
-    return float(max_time)
-
-
-def _warm_up(job: _Job) -> None:
+def _warm_up(job: Job) -> None:
     """Two throwaway iterations on a copy of the first group's start, before the ``max_time`` clock.
 
     Compiled paths (Numba) compile, or load their machine code, on first use; here that cost is not
     charged to the budget. The copy, a generator of its own and a dropped result leave the run as it
     would be without this.
     """
-    spec, task = job.spec, job.tasks[0]
-    xp = spec.backend.xp
-    rng = backends.default_rng(0, backend=spec.backend, device=task.rng.device)
+    plan = job.plan
+    spec, task, xp = plan.spec, plan.tasks[0], plan.xp
+    rng = backends.default_rng(0, backend=plan.backend, device=task.rng.device)
     run_chains(spec.sampler, spec.estimator, rng, xp.asarray(task.position, copy=True), list(spec.step_sizes)[:2],
-               [], store_grads=spec.store_grads, score=spec.score, quiet_float=spec.backend.quiet_float)
+               [], store_grads=spec.store_grads, score=spec.score, quiet_float=plan.backend.quiet_float, xp=xp)
 
 
-def _run_here(job: _Job, bar: Any, callback: Callable | None, stop: Callable[[], bool]) -> tuple:
+def _run_here(job: Job, bar: Any, callback: Callable | None, stop: Callable[[], bool]) -> tuple:
     """Run the remaining groups in this process; return (complete, partial result or None)."""
-    spec, n_iter = job.spec, job.n_iter
-    if job.max_time is not None and not job.results and job.current is None:
+    plan = job.plan
+    spec, n_iter, tasks = plan.spec, plan.n_iter, plan.tasks
+    if plan.max_time is not None and not job.results and job.current is None:
         _warm_up(job)
     every = max(1, n_iter // 200)
-    while len(job.results) < len(job.tasks):
+    while len(job.results) < len(tasks):
         g = len(job.results)
         halt, steps, kept = stop, spec.step_sizes, spec.kept
-        if job.max_time is not None:
-            halt = _Budget(stop, job.max_time / len(job.tasks))
+        if plan.max_time is not None:
+            halt = Budget(stop, plan.max_time / len(tasks))
             if job.budget_iters is not None:  # an earlier group ran out: run this one as far
                 steps = list(steps)[:job.budget_iters]
                 kept = [i for i in kept if i < job.budget_iters]
         if stop() and job.current is None:
-            if job.path is not None:
+            if plan.path is not None:
                 job.save()
             return False, None
-        task = job.tasks[g]
+        task = tasks[g]
         update = None
         if bar is not None:
             def update(done, offset=g * n_iter):
@@ -667,15 +385,15 @@ def _run_here(job: _Job, bar: Any, callback: Callable | None, stop: Callable[[],
 
         def save(progress, chains=int(task.position.shape[0])):
             job.current = progress
-            job.save(lambda: job.results + [_progress_result(progress, chains)])
+            job.save(lambda: job.results + [progress_result(progress, chains, plan.xp)])
 
         try:
             res = run_chains(
                 spec.sampler, spec.estimator, task.rng, task.position, steps, kept,
                 store_grads=spec.store_grads, score=spec.score, check_every=spec.check_every,
                 progress=update, progress_every=every, callback=callback,
-                quiet_float=spec.backend.quiet_float, resume=job.current,
-                checkpoint=save if job.path is not None else None, checkpoint_every=job.every, stop=halt,
+                quiet_float=plan.backend.quiet_float, resume=job.current,
+                checkpoint=save if plan.path is not None else None, checkpoint_every=plan.every, stop=halt, xp=plan.xp,
             )
         except DivergenceError as err:
             if any(r is not None and int(r.draws.shape[1]) for r in job.results + [err.partial]):
@@ -698,100 +416,6 @@ def _refuse_keywords(unknown: dict) -> None:
     hint = f"; did you mean `{close[0]}=`?" if close else f"; it takes {', '.join(known)}"
     msg = f"sample() got an unexpected keyword argument `{name}`{hint}"
     raise TypeError(msg)
-
-
-def _check_checkpoint_path(path: Any, executor: Any) -> Any:
-    if not isinstance(path, (str, os.PathLike)):
-        msg = f"`checkpoint` must be a file path; got {type(path).__name__}"
-        raise TypeError(msg)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        msg = f"`checkpoint`: the folder {folder!r} does not exist"
-        raise ValueError(msg)
-    if executor is not None:
-        msg = (
-            "`checkpoint` is supported for runs in this process (executor=None); with an executor the "
-            "groups of chains run elsewhere and are not checkpointed"
-        )
-        raise ValueError(msg)
-    return path
-
-
-def _progress_result(progress: Any, chains: int) -> ChainsResult:
-    """The result of a group stopped at a checkpoint: its draws and statistics so far."""
-    hx = backends.get_backend("numpy").xp
-    stats = step_stats(progress.infos, chains)
-    stats["wall_time"] = hx.broadcast_to(hx.asarray(progress.wall, dtype=hx.float64)[None, :], (chains, progress.k))
-    grads = None if progress.grads is None else progress.grads[:, :progress.j, :]
-    return ChainsResult(progress.draws[:, :progress.j, :], grads, stats, progress.state, progress.k)
-
-
-def _truncate(res: Any, n_done: int, kept: list) -> Any:
-    n_keep = sum(1 for i in kept if i < n_done)
-    stats = {k: v[:, :n_done] for k, v in res.stats.items()}
-    grads = None if res.grads is None else res.grads[:, :n_keep, :]
-    return res._replace(draws=res.draws[:, :n_keep, :], grads=grads, stats=stats, n_done=n_done)
-
-
-def _assemble(job: _Job, results: list, interrupted: bool = False) -> Trace:
-    model, spec = job.model, job.spec
-    smp, est = spec.sampler, spec.estimator
-    xp = model.xp
-    hx = backends.get_backend("numpy").xp
-    n_iter = job.n_iter
-    if len(results) > 1 and results[-1].n_done == 0:
-        results = results[:-1]
-    n_done = min([r.n_done if r.n_done >= 0 else n_iter for r in results], default=0)
-    kept = list(spec.kept)
-    if n_done < n_iter:
-        kept = [i for i in kept if i < n_done]
-        results = [_truncate(r, n_done, spec.kept) for r in results]
-    bounds = job.bounds[:len(results)]
-    hs = list(spec.step_sizes)[:n_done]
-    one = len(results) == 1
-    draws = results[0].draws if one else xp.concat([r.draws for r in results], axis=0)
-    grads = None
-    if spec.store_grads:
-        grads = results[0].grads if one else xp.concat([r.grads for r in results], axis=0)
-    stats = {"step_size": hx.asarray(hs, dtype=hx.float64)}
-    for key in results[0].stats:
-        stats[key] = hx.concat([hx.asarray(r.stats[key]) for r in results], axis=0)
-    n_chains = int(draws.shape[0])
-    for key in ("n_evals", "batch_size"):
-        stats.setdefault(key, hx.zeros((n_chains, n_done), dtype=hx.float64))
-    n_data = max(int(model.n_data), 1)
-    stats["data_passes"] = hx.cumulative_sum(stats["n_evals"], axis=1) / n_data
-    stats["data_passes"] += job.settings.get("step_size_auto", {}).get("data_passes", 0.0)
-    info = {
-        "sampler": smp.name,
-        "estimator": est.name,
-        **job.settings,
-        "n_data": model.n_data,
-        "dim": model.dim,
-        "backend": backends.get_backend(xp).name,
-        "dtype": str(model.dtype),
-        "grads": (("full" if spec.store_grads == "full" else "estimate") if spec.store_grads else None),
-        "groups": [list(b) for b in bounds],
-        "setup_time": job.setup_time,
-        "setup_data_passes": job.setup_evals / n_data,
-        "sampling_time": float(hx.max(stats["wall_time"][:, -1])) if n_done else 0.0,
-        "interrupted": bool(interrupted),
-        "iterations_done": n_done,
-    }
-    if job.path is not None:
-        info["checkpoint"] = os.fspath(job.path)
-    compile_s = sum(float(getattr(r, "compile_time", 0.0)) for r in results)
-    if compile_s:  # JAX: seconds compiling blocks of iterations (sgmc.samplers._compiled)
-        info["compile_time"] = compile_s
-    if "accepted" in stats:
-        info["n_accepted"] = hx.astype(hx.sum(stats["accepted"], axis=1), hx.int64).tolist()
-        info["acceptance_rate"] = (hx.mean(stats["accepted"], axis=1) if n_done else hx.zeros(n_chains)).tolist()
-    for key in stats:
-        if key not in ("step_size", "n_evals", "batch_size", "data_passes", "wall_time", "accepted", "accept_prob",
-                       "abs_max", "stein", "stein_n"):
-            info[key] = stats[key][:, -1].tolist() if n_done else [float("nan")] * n_chains
-    return Trace(draws=draws, grads=grads, iterations=kept, stats=stats, info=info,
-                 param_names=model_param_names(model))
 
 
 def _progress_bar(progress, total, desc):

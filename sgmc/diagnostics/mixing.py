@@ -119,7 +119,7 @@ def _coords(dim: int) -> list | None:
 
 
 def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_max: float = RHAT_MAX,
-                 ess_min: float = ESS_MIN, min_draws: int = MIN_DRAWS) -> Mixing:
+                 ess_min: float = ESS_MIN, min_draws: int = MIN_DRAWS, xp: Any = None) -> Mixing:
     """The mixing verdict of ``draws`` (chains, n, dim) by the rule of the module docstring.
 
     Parameters
@@ -132,6 +132,8 @@ def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_m
         not run.
     rhat_max, ess_min, min_draws : float
         The thresholds (module docstring).
+    xp : namespace, optional
+        The namespace of ``draws`` when the caller knows it (a run's plan); found from them otherwise.
 
     Returns
     -------
@@ -149,7 +151,7 @@ def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_m
     >>> v.mixed, sorted({r["check"] for r in v.reasons})
     (False, ['rhat', 'stuck'])
     """
-    xp = array_namespace(draws)
+    xp = array_namespace(draws) if xp is None else xp
     if draws.ndim != 3:
         msg = f"`draws` must have shape (chains, n, dim); got {tuple(draws.shape)}"
         raise ValueError(msg)
@@ -226,13 +228,15 @@ def mixing_message(verdict: Mixing, sampler: str, step_size: float | None = None
             + ". Do not use these draws as results.")
 
 
-def warn_if_unmixed(trace: Any, sampler: Any, step_sizes: Any, warn: bool = True, stacklevel: int = 4) -> Mixing:
+def warn_if_unmixed(trace: Any, sampler: Any, step_sizes: Any, warn: bool = True, stacklevel: int = 4,
+                    xp: Any = None) -> Mixing:
     """Check a trace of :func:`sgmc.sample`: set ``trace.info["mixing"]`` and warn when it has not mixed.
 
-    ``warn=False`` records the verdict only (a run already flagged as running away or interrupted).
+    ``warn=False`` records the verdict only (a run already flagged as running away or interrupted);
+    ``xp`` is the namespace of the draws, when the caller knows it.
     """
     stats = trace.stats if getattr(sampler, "name", None) in STEIN_SAMPLERS else {}
-    verdict = check_mixing(trace.draws, stein=stats.get("stein"), stein_n=stats.get("stein_n"))
+    verdict = check_mixing(trace.draws, stein=stats.get("stein"), stein_n=stats.get("stein_n"), xp=xp)
     trace.info["mixing"] = verdict.as_dict()
     if warn and verdict.mixed is False:
         hs = sorted({float(h) for h in step_sizes})

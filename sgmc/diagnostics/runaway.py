@@ -89,7 +89,7 @@ class Runaway(NamedTuple):
 
 
 def find_runaway(draws: Array, iterations: Any, *, centre: Array | None = None, precision: Array | None = None,
-                 growth: float = GROWTH, scale: float = SCALE) -> list:
+                 growth: float = GROWTH, scale: float = SCALE, xp: Any = None) -> list:
     """The chains of ``draws`` that run away (see the module docstring), at most one finding per chain.
 
     Parameters
@@ -103,6 +103,8 @@ def find_runaway(draws: Array, iterations: Any, *, centre: Array | None = None, 
         negative Hessian of log pi there). Without them only the growth check runs.
     growth, scale : float
         The thresholds (module docstring).
+    xp : namespace, optional
+        The namespace of ``draws`` when the caller knows it (a run's plan); found from them otherwise.
 
     Returns
     -------
@@ -121,7 +123,7 @@ def find_runaway(draws: Array, iterations: Any, *, centre: Array | None = None, 
     >>> [(r.chain, r.kind) for r in find_runaway(grows, range(1600))]
     [(0, 'growth'), (1, 'growth')]
     """
-    xp = array_namespace(draws)
+    xp = array_namespace(draws) if xp is None else xp
     if draws.ndim != 3:
         msg = f"`draws` must have shape (chains, n, dim); got {tuple(draws.shape)}"
         raise ValueError(msg)
@@ -387,21 +389,21 @@ def runaway_message(found: list, sampler: str, step_size: float | None = None) -
     )
 
 
-def warn_if_runaway(trace: Any, sampler: Any, step_sizes: Any, stacklevel: int = 4) -> list:
+def warn_if_runaway(trace: Any, sampler: Any, step_sizes: Any, stacklevel: int = 4, xp: Any = None) -> list:
     """Run the growth and Stein checks on a trace of :func:`sgmc.sample`; record and warn about what they find.
 
     Sets ``trace.info["runaway"]`` (a list of ``{"chain", "iteration", "kind", "factor"}``, at most one
     per chain, the Stein finding first) and ``trace.info["abs_max"]`` (each chain's largest
     ``|theta_i|`` over every iteration, burn-in included), and issues one :class:`RunawayChainWarning`
     naming every chain found. Metropolis-adjusted samplers (MALA) target the posterior exactly, so
-    their traces are not checked.
+    their traces are not checked. ``xp`` is the namespace of the draws, when the caller knows it.
     """
     found = []
     stats = trace.stats
     if "abs_max" in stats and stats["abs_max"].shape[1]:
         trace.info["abs_max"] = [float(v) for v in stats["abs_max"].max(axis=1)]
     if not sampler.needs_log_density:
-        found = find_runaway(trace.draws, trace.iterations)
+        found = find_runaway(trace.draws, trace.iterations, xp=xp)
         if "stein" in stats and "stein_n" in stats:
             spread = {r.chain: r for r in find_spread(stats["stein"], stats["stein_n"], int(trace.draws.shape[2]))}
             found = sorted({**{r.chain: r for r in found}, **spread}.values(), key=lambda r: r.chain)
