@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("chains, executors and run records", (
         "sgmc.chains", "sgmc.executors", "sgmc.trace", "sgmc.adapt", "sgmc._stepgrid", "sgmc._stepbias",
         "sgmc._sd_step", "sgmc._registry", "sgmc._codec", "sgmc._decode", "sgmc._checkpoint",
+        "sgmc._inputs", "sgmc._plan", "sgmc._budget", "sgmc._assemble", "sgmc._checkpoint_job",
     )),
     ("entry points", (
         "sgmc", "sgmc.__main__", "sgmc.run", "sgmc.tuning", "sgmc.conditioning", "sgmc.plot", "sgmc.cli",
