@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ._array_api import namespace_name
 from ._keys import tracing
+from .backends._values import host_namespace
 
-__all__ = ["when"]
+__all__ = ["when", "on_host"]
 
 
 def when(pred: Any, on_true: Callable[[], Any], on_false: Callable[[], Any]) -> Any:
@@ -23,3 +25,12 @@ def when(pred: Any, on_true: Callable[[], Any], on_false: Callable[[], Any]) -> 
 
         return jax.lax.cond(pred, on_true, on_false)
     return on_true() if bool(pred) else on_false()
+
+
+def on_host(xp: Any) -> bool:
+    """Whether arrays of ``xp`` are NumPy's, so that asking for a value costs no synchronisation.
+
+    Elsewhere (a GPU, JAX's compiled blocks) a step keeps its checks on the device and leaves what
+    they find in its result for the runner's next check.
+    """
+    return host_namespace(namespace_name(xp))

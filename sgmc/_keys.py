@@ -21,11 +21,12 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from .backends._values import from_jax, is_tracer
+
 __all__ = ["TracingError", "accept_keys", "as_generator", "is_jax_key", "refuse_tracing", "tracing"]
 
 
-def _from_jax(x: Any) -> bool:
-    return type(x).__module__.split(".", 1)[0] in ("jax", "jaxlib")
+_from_jax = from_jax
 
 
 def is_jax_key(x: Any) -> bool:
@@ -68,10 +69,7 @@ def as_generator(rng: Any) -> Any:
 
 def tracing(*values: Any) -> bool:
     """Whether any of ``values`` is a JAX value being traced (inside ``jit``, ``grad``, ``vmap``, ``scan``)."""
-    for v in values:
-        if _from_jax(v) and type(v).__name__.endswith("Tracer"):
-            return True
-    return False
+    return any(is_tracer(v) for v in values)
 
 
 def _takes_rng(method: Any) -> Any:

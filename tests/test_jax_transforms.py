@@ -176,3 +176,41 @@ def test_sgld_in_a_scan_samples_a_gaussian_with_its_stationary_variance():
     se = want * np.sqrt(2.0 / n_eff)
     assert abs(xs.var() - want) < 5 * se
     assert abs(xs.mean()) < 5 * np.sqrt(want / n_eff)
+
+
+@pytest.mark.parametrize("name", ["sgld_corrected", "sghmc-noise", "cv-switch"])
+def test_checks_that_stay_on_the_device_trace(name):
+    if name == "cv-switch":
+        sampler, est = S.SGLD(), _prepared(E.SwitchingControlVariate(MODEL, 40, centre=CENTRE, radius=0.5))
+    elif name == "sgld_corrected":
+        sampler, est = S.VollmerSGLD(), E.MinibatchNoise(MODEL, 40)
+    else:
+        sampler, est = S.SGHMC(noise_estimate="minibatch"), E.MinibatchNoise(MODEL, 40)
+    _, eager, jitted = _eager_and_jit(sampler, est, h=1e-3)
+    _close(eager.position, jitted.position)
+    assert np.isfinite(np.asarray(jitted.position)).all()
+
+
+def test_a_failed_noise_correction_off_numpy_stops_the_chain_for_the_runner():
+    sampler, est = S.VollmerSGLD(), E.MinibatchNoise(MODEL, 40)
+    key = jax.random.key(2)
+    state = sampler.init(key, START, est)
+    bad, _ = jax.jit(lambda k, s: sampler.step(k, s, est, 50.0))(key, state)  # h far beyond 4 / V_hat
+    assert np.isnan(np.asarray(bad.position)).all()
+    assert "clip=True" in sampler.step_note
+
+
+@pytest.mark.parametrize("what", ["dpp", "adaptive", "scir"])
+def test_steps_whose_shapes_depend_on_values_say_so_under_tracing(what):
+    from sgmc._keys import TracingError
+
+    if what == "scir":
+        simplex = models.DirichletCategorical(jnp.asarray(np.eye(3)[[0, 0, 1, 0, 2, 0]]), alpha=0.5)
+        sampler, est, start = S.SCIR(), E.Minibatch(simplex, 3), jnp.full((1, 3), 1.0)
+    else:
+        sampler, start = S.SGLD(), START
+        est = (E.DPPSubsampling(MODEL, 10) if what == "dpp"
+               else _prepared(E.AdaptiveControlVariate(MODEL, 40, centre=CENTRE, v0=1.0)))
+    state = sampler.init(jax.random.key(0), start, est)
+    with pytest.raises(TracingError, match="cannot run under jax.jit"):
+        jax.jit(lambda k, s: sampler.step(k, s, est, 1e-3))(jax.random.key(1), state)

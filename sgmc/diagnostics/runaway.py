@@ -47,6 +47,7 @@ from typing import Any, NamedTuple
 
 from .. import backends
 from .._array_api import Array, array_namespace, namespace_name
+from ..backends._values import summed_blocks
 
 __all__ = ["RunawayChainWarning", "Runaway", "Watch", "find_runaway", "find_spread", "stein_spread",
            "runaway_message", "warn_if_runaway", "GROWTH", "SCALE", "BLOCKS", "STEIN_SAMPLERS"]
@@ -222,7 +223,7 @@ class Watch:
         if resume is not None and resume.j and self.stein:
             self.centre = xp.asarray(resume.draws[:, 0, :], copy=True)
         self._dot = getattr(xp, "vecdot", None) or (lambda a, b: xp.sum(a * b, axis=-1))
-        self._summed = namespace_name(xp) == "jax"
+        self._summed = summed_blocks(namespace_name(xp))
         self.m, self.s, self.n = None, None, 0
         self._zero = {"abs_max": 0.0, "stein": 0, "stein_n": 0} if self.stein else {"abs_max": 0.0}
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._array_api import Array
+from .._keys import refuse_tracing
 from .._validation import check_batch_size, check_choice, check_int, check_positive
 from ..models.base import require
 from .base import EstimateInfo, Prepared, diff_sum
@@ -153,6 +154,8 @@ class AdaptiveControlVariate(ControlVariatePS):
         return xp.astype(xp.clip(n_t, 1.0, float(self.max_batch_size)), xp.int64)
 
     def estimate(self, rng, est_state, position):
+        refuse_tracing("The adaptive subsample size", "the minibatch size it draws depends on the position",
+                       position)
         if self.coef is None:
             msg = "AdaptiveControlVariate has no V_0 yet: pass `v0=`, or call estimator.prepare(rng, position)"
             raise ValueError(msg)

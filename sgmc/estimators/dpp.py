@@ -39,6 +39,7 @@ from typing import Any
 
 from .. import backends
 from .._array_api import Array, at
+from .._keys import refuse_tracing
 from .._validation import check_choice, check_int, check_positive
 from .base import EstimateInfo, Estimator, _check_subsampling
 
@@ -281,6 +282,8 @@ class DPPSubsampling(Estimator):
         self._info = EstimateInfo(k, k)
 
     def estimate(self, rng, est_state, position):
+        refuse_tracing("DPP subsampling", "its k-DPP draw is a sequence of rejection rounds whose number depends "
+                       "on the values drawn", position)
         m = self.model
         xp = m.xp
         chains = position.shape[0]

@@ -19,6 +19,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._array_api import Array
+from .._flow import on_host, when
+from .._keys import tracing
 from .._validation import check_positive
 from .base import EstimateInfo, Estimator, Minibatch
 from .control_variates import ControlVariate, ControlVariateState
@@ -146,11 +148,14 @@ class SwitchingControlVariate(ControlVariate):
         active = xp.sum(d * d, axis=-1) <= self.radius * self.radius
         prior = m.grad_log_prior(position)
         plain = prior + self.scale * here
-        if bool(xp.any(active)):
+        def switched():
             cv = prior + est_state.centre_grad + self.scale * (here - m.grad_log_lik_sum(centre, idx))
-            g = xp.where(active[:, None], cv, plain)
-        else:
-            g = plain
+            return xp.where(active[:, None], cv, plain)
+
+        if on_host(xp) or tracing(active):  # skip the centre's terms when no chain is inside the radius
+            g = when(xp.any(active), switched, lambda: plain)
+        else:  # on a device, asking whether any chain is inside would synchronise every step
+            g = switched()
         n = self.batch_size
         info = EstimateInfo(n + n * xp.astype(active, position.dtype), n)
         return g, SwitchingState(est_state.centre, est_state.centre_grad, active), info

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from .._keys import TracingError
+from ..backends._values import from_jax
 from ._fused import Block
 
 __all__ = ["CompiledPlan", "plan", "MAX_BLOCK"]
@@ -35,7 +36,7 @@ MAX_BLOCK = 1000
 
 def plan(sampler: Any, estimator: Any, position: Any) -> "CompiledPlan | None":
     """A :class:`CompiledPlan` for JAX arrays, ``None`` for every other library."""
-    if type(position).__module__.split(".", 1)[0] not in ("jax", "jaxlib"):
+    if not from_jax(position):
         return None
     return CompiledPlan(sampler, estimator)
 

@@ -15,6 +15,7 @@ SGHMC's counterpart is :class:`~sgmc.samplers.SGHMC` with ``noise_estimate="mini
 from __future__ import annotations
 
 from .._array_api import array_namespace, device_of
+from .._flow import on_host
 from .base import SamplerBase, StepInfo, noise_estimate_of
 from .hamiltonian import SGHMC, NoiseCorrectionError
 from .langevin import LangevinState
@@ -50,6 +51,11 @@ class VollmerSGLD(SamplerBase):
     """
 
     name = "sgld_corrected"
+    step_note = (
+        "; on arrays other than NumPy's, a chain whose corrected noise covariance h I - (h^2/4) V_hat is not "
+        "positive semi-definite stops there (its position becomes NaN) and is reported at the next check: lower "
+        "the step size, raise the batch size, or pass clip=True"
+    )
 
     def __init__(self, clip: bool = False):
         self.clip = bool(clip)
@@ -65,20 +71,28 @@ class VollmerSGLD(SamplerBase):
         h = step_size
         v = noise_estimate_of(state.est_state, "VollmerSGLD")
         z = rng.normal(tuple(x.shape), dtype=x.dtype)
+        host = on_host(xp)
+        bad = None
         if v.ndim == 2:
             var = h - 0.25 * h * h * v
-            if not self.clip and not bool(xp.all(var >= 0)):
+            if not self.clip and host and not bool(xp.all(var >= 0)):
                 raise NoiseCorrectionError(self._message(h, float(xp.min(var))))
+            if not self.clip and not host:  # no question to the device per step: see step_note
+                bad = xp.any(var < 0, axis=-1)
             noise = xp.sqrt(xp.clip(var, min=0.0)) * z
         else:
             eye = xp.eye(x.shape[-1], dtype=x.dtype, device=device_of(x))
             cov = h * eye[None, :, :] - 0.25 * h * h * v
             if not self.clip:
-                low = float(xp.min(xp.linalg.eigvalsh(cov)))
-                if low < -1e-12 * h:
-                    raise NoiseCorrectionError(self._message(h, low))
+                low = xp.min(xp.linalg.eigvalsh(cov), axis=-1)
+                if not host:
+                    bad = low < -1e-12 * h
+                elif float(xp.min(low)) < -1e-12 * h:
+                    raise NoiseCorrectionError(self._message(h, float(xp.min(low))))
             noise = matvec(sym_sqrt(xp, cov), z)
         x = x + (0.5 * h) * state.grad + noise
+        if bad is not None:  # off NumPy a failed correction stops the chain; the runner's next check reports it
+            x = xp.where(bad[:, None], xp.nan, x)
         g, es, info = estimator.estimate(rng, state.est_state, x)
         return LangevinState(x, g, es), StepInfo(info)
 

@@ -19,6 +19,7 @@ import math
 from typing import Any, NamedTuple
 
 from .._array_api import Array, array_namespace, device_of
+from .._flow import on_host
 from .._validation import check_int, check_positive
 from .base import SamplerBase, StepInfo, _lambda_max, add_costs, noise_estimate_of
 from .integrators import drift, kick, root, thermostat_start
@@ -87,11 +88,29 @@ class SGHMC(SamplerBase):
         rho = rng.normal(tuple(position.shape), dtype=position.dtype)
         return SGHMCState(position, rho, g, est_state)
 
+    @property
+    def step_note(self) -> str:
+        if self.noise_estimate is None or isinstance(self.noise_estimate, float):
+            return ""
+        return ("; on arrays other than NumPy's, a chain whose corrected momentum noise C - (h/4) V_hat is not "
+                "positive semi-definite stops there (its position becomes NaN) and is reported at the next check: "
+                "lower the step size or raise the friction")
+
     def _noise_sd(self, xp, h, es=None):
         """Standard deviation of the injected momentum noise, sqrt(h (C - (h/4) V_hat)).
 
         With ``noise_estimate="minibatch"`` V_hat comes from the estimator state ``es``; a full
-        covariance (chains, d, d) gives a (chains, d, d) matrix square root.
+        covariance (chains, d, d) gives a (chains, d, d) matrix square root. NumPy arrays are
+        checked here (``NoiseCorrectionError``); see :meth:`_noise`.
+        """
+        return self._noise(xp, h, es)[0]
+
+    def _noise(self, xp, h, es=None):
+        """``(sd, bad)``: the noise scale, and on arrays other than NumPy's the chains whose correction failed.
+
+        On NumPy ``bad`` is None and a failed correction raises at once. Elsewhere asking the device
+        would synchronise every step, so the scale is clipped at zero, ``bad`` (chains,) marks the
+        chains concerned, and the step sets their positions to NaN for the runner's next check.
         """
         C = self.friction
         v_hat = self.noise_estimate
@@ -101,16 +120,22 @@ class SGHMC(SamplerBase):
                 d = v_hat.shape[-1]
                 eye = xp.eye(d, dtype=v_hat.dtype, device=device_of(v_hat))
                 cov = C * eye[None, :, :] - 0.25 * h * v_hat
+                if not on_host(xp):
+                    bad = xp.min(xp.linalg.eigvalsh(cov), axis=-1) < -1e-12 * C
+                    return root(h) * sym_sqrt(xp, cov), bad
                 if not float(xp.min(xp.linalg.eigvalsh(cov))) >= -1e-12 * C:
                     msg = (
                         f"SGHMC noise correction needs friction C I >= (h/4) V_hat; with step_size={h} and "
                         f"friction={C} it is not positive semi-definite: lower the step size or raise the friction"
                     )
                     raise NoiseCorrectionError(msg)
-                return root(h) * sym_sqrt(xp, cov)
+                return root(h) * sym_sqrt(xp, cov), None
         if v_hat is None:
-            return root(h * C)
+            return root(h * C), None
         var = C - 0.25 * h * v_hat
+        if not isinstance(var, float) and not on_host(xp):
+            bad = xp.any(var < 0, axis=-1) if var.ndim else var < 0
+            return xp.sqrt(h * xp.clip(var, min=0.0)), bad
         ok = var > 0 if isinstance(var, float) else bool(xp.all(var >= 0))
         if not ok:
             msg = (
@@ -118,7 +143,7 @@ class SGHMC(SamplerBase):
                 f"friction={C} it is not positive: lower the step size or raise the friction"
             )
             raise NoiseCorrectionError(msg)
-        return root(h * var) if isinstance(var, float) else xp.sqrt(h * var)
+        return (root(h * var) if isinstance(var, float) else xp.sqrt(h * var)), None
 
     def step(self, rng, state, estimator, step_size):
         x, rho, g, es = state.position, state.momentum, state.grad, state.est_state
@@ -126,7 +151,7 @@ class SGHMC(SamplerBase):
         h = step_size
         C = self.friction
         per_kick = isinstance(self.noise_estimate, str)
-        sd = None if per_kick else self._noise_sd(xp, h)
+        sd, bad = (None, None) if per_kick else self._noise(xp, h)
         shape = tuple(x.shape)
         cost = None
         remaining = self.n_leapfrog
@@ -138,7 +163,7 @@ class SGHMC(SamplerBase):
             rho = rng.normal(shape, dtype=x.dtype)
             z = rng.normal(shape, dtype=x.dtype)
             if per_kick:
-                sd = self._noise_sd(xp, h, es)
+                sd, bad = _either(bad, *self._noise(xp, h, es))
             rho = kick(rho, g, 0.5 * h, C, _scaled(sd, math.sqrt(0.5)), _mat(sd, z))
             x = drift(x, rho, h)
             g, es, cost = estimator.estimate(rng, es, x)
@@ -146,12 +171,21 @@ class SGHMC(SamplerBase):
         for _ in range(remaining):
             z = rng.normal(shape, dtype=x.dtype)
             if per_kick:
-                sd = self._noise_sd(xp, h, es)
+                sd, bad = _either(bad, *self._noise(xp, h, es))
             rho = kick(rho, g, h, C, _scaled(sd, 1.0), _mat(sd, z))
             x = drift(x, rho, h)
             g, es, info = estimator.estimate(rng, es, x)
             cost = info if cost is None else add_costs(cost, info)
+        if bad is not None:  # a failed noise correction off NumPy: the runner's next check reports it
+            x = xp.where(xp.reshape(bad, (-1, 1)), xp.nan, x)
         return SGHMCState(x, rho, g, es), StepInfo(cost)
+
+
+def _either(bad: Any, sd: Any, new: Any) -> tuple:
+    """The kick's noise scale, and the chains whose correction failed in any kick so far."""
+    if new is None:
+        return sd, bad
+    return sd, new if bad is None else (bad | new)
 
 
 def _scaled(sd: Any, factor: float) -> Any:

@@ -24,6 +24,7 @@ import math
 from typing import Any, NamedTuple
 
 from .._array_api import Array, array_namespace
+from .._keys import refuse_tracing
 from .base import SamplerBase, StepInfo
 
 __all__ = ["SCIR", "SCIRState", "gamma_draws"]
@@ -178,6 +179,8 @@ class SCIR(SamplerBase):
         return SCIRState(theta, omega, a, est_state)
 
     def step(self, rng, state, estimator, step_size):
+        refuse_tracing("SCIR", "its CIR transition draws gamma variates by rejection rounds whose number depends "
+                       "on the values drawn", state.omega)
         xp = array_namespace(state.omega)
         a, info = self._a_hat(rng, estimator, state.omega.shape[0])
         omega = cir_transition(rng, state.omega, a, 0.5 * step_size)

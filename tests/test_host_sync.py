@@ -1,0 +1,100 @@
+"""No question to the device per iteration: the sample loop off NumPy reads nothing back to the host.
+
+A GPU stalls whenever the host reads a value back (``.item()``, ``float()``, ``bool()``, ``.cpu()``,
+``np.asarray``). The runner does so only at its divergence check, every ``check_every`` iterations, and
+at the end. Each case runs the same set-up twice, 100 and 200 iterations with ``check_every`` above
+both, and counts the reads: the counts must be equal, so the extra 100 iterations read nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numpy as np
+import pytest
+
+import sgmc
+from sgmc import models
+
+CASES = [
+    ("sgld", "minibatch", None, None),
+    ("sgld_corrected", "minibatch-noise", None, None),
+    ("sghmc", "minibatch-noise", {"noise_estimate": "minibatch"}, None),
+    ("sgld", "cv-switch", None, {"radius": 0.5}),
+    ("sghmc", "svrg", None, {"update_every": 7}),
+]
+
+
+def _data():
+    r = np.random.default_rng(1)
+    X = r.standard_normal((400, 3))
+    y = (r.random(400) < 1.0 / (1.0 + np.exp(-X @ np.array([1.0, -0.5, 0.25])))).astype(np.float64)
+    return X, y
+
+
+@contextlib.contextmanager
+def _count_torch(monkeypatch):
+    torch = pytest.importorskip("torch")
+    n = [0]
+    for name in ("item", "cpu", "numpy", "tolist", "__bool__", "__float__", "__int__", "__index__", "__array__"):
+        orig = getattr(torch.Tensor, name)
+
+        def counted(self, *a, _orig=orig, **k):
+            n[0] += 1
+            return _orig(self, *a, **k)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    yield n
+
+
+@contextlib.contextmanager
+def _count_jax(monkeypatch):
+    jax = pytest.importorskip("jax")
+    from jax._src import array as jarray
+
+    n = [0]
+    cls = jarray.ArrayImpl
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "__index__", "__array__", "_value"):
+        orig = getattr(cls, name)
+        if isinstance(orig, property):
+            def getter(self, _orig=orig):
+                n[0] += 1
+                return _orig.fget(self)
+
+            monkeypatch.setattr(cls, name, property(getter))
+            continue
+
+        def counted(self, *a, _orig=orig, **k):
+            n[0] += 1
+            return _orig(self, *a, **k)
+
+        monkeypatch.setattr(cls, name, counted)
+    orig_get = jax.device_get
+
+    def device_get(x, _orig=orig_get):
+        n[0] += 1
+        return _orig(x)
+
+    monkeypatch.setattr(jax, "device_get", device_get)
+    yield n
+
+
+def _reads(backend, monkeypatch, sampler, estimator, s_opts, e_opts, n_iter):
+    X, y = _data()
+    model = models.LogisticRegression(X, y, backend=backend)
+    counter = _count_torch if backend == "torch" else _count_jax
+    with monkeypatch.context() as mp, counter(mp) as n:
+        sgmc.sample(model, sampler, estimator, step_size=1e-3, batch_size=40, n_iter=n_iter, chains=2, rng=3,
+                    progress=False, check_every=1000, burn_in=0, sampler_options=s_opts, estimator_options=e_opts)
+    return n[0]
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax"])
+@pytest.mark.parametrize("sampler,estimator,s_opts,e_opts", CASES, ids=[c[0] + "-" + c[1] for c in CASES])
+def test_iterations_read_nothing_back(backend, monkeypatch, sampler, estimator, s_opts, e_opts):
+    if backend == "jax":
+        jax = pytest.importorskip("jax")
+        if not jax.config.jax_enable_x64:
+            pytest.skip("the suite runs JAX in 64-bit mode")
+    short = _reads(backend, monkeypatch, sampler, estimator, s_opts, e_opts, 100)
+    long = _reads(backend, monkeypatch, sampler, estimator, s_opts, e_opts, 200)
+    assert long == short, f"{long - short} reads back to the host in 100 more iterations"
