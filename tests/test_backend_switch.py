@@ -257,6 +257,9 @@ def test_cupy_backend_lists_a_kernel_for_every_dispatch_name():
     names.discard("glm_centre_terms")
     # CuPy's resampling kernels run whole schemes, so the ancestors-from-counts step has none of its own
     names.discard("ancestors_from_counts")
+    # CuPy's subset kernel completes short rows itself; the device-side completion after the twin's draw
+    # serves backends whose subset draw is the twin (JAX under tracing)
+    names.discard("complete_rows")
     assert names <= set(table), sorted(names - set(table))
 
 
