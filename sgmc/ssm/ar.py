@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .._array_api import Array, check_finite, is_array
+from .._array_api import Array, is_array
 from .._validation import check_alloc, check_int, check_positive
-from .base import StateSpaceModel
+from .base import StateSpaceModel, check_theta
 from .lgssm import simulation_theta
 from .subsequence import Windows
 
@@ -127,7 +127,7 @@ class AR(StateSpaceModel):
 
     def _checked(self, theta: Any) -> Array:
         theta, _ = self._theta(theta)
-        check_finite(self.xp, theta, "theta")
+        check_theta(self.xp, theta)
         return theta
 
     def log_lik(self, theta: Array, idx: Array | None = None) -> Array:

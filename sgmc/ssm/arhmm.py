@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .._array_api import Array, check_finite, is_array
+from .._array_api import Array, is_array
 from .._blocks import LaggedRows, is_reader
 from .._sampling import categorical
 from .._validation import check_int, check_positive
-from .base import StateSpaceModel, as_series
+from .base import StateSpaceModel, as_series, check_theta
 from .fisher import SSMFisherMetric
 from .hmm import _second_moments, forward_backward, stationary_distribution
 from .lgssm import _selector
@@ -215,9 +215,8 @@ class ARHMM(StateSpaceModel):
     def _checked(self, theta: Any) -> Array:
         xp = self.xp
         theta, _ = self._theta(theta)
-        check_finite(xp, theta, "theta")
         psi = self._split(theta)[2]
-        if not bool(xp.all(xp.linalg.diagonal(psi) != 0)):
+        if check_theta(xp, theta) and not bool(xp.all(xp.linalg.diagonal(psi) != 0)):
             msg = "`theta` holds a singular precision factor (a zero diagonal entry of psi): the likelihood is not defined there"
             raise ValueError(msg)
         return theta

@@ -36,12 +36,26 @@ from typing import Any
 from .. import backends
 from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of, is_array
 from .._blocks import RowSource, check_dtype, check_finite_blocks, is_out_of_core, is_reader
+from .._keys import tracing
 from .._validation import check_choice, check_int
 from ..models.base import Model, _placeholder, as_data_array, provides, require
 from ._divergence import guarded
 from .subsequence import Windows, gather_windows
 
-__all__ = ["StateSpaceModel", "as_series"]
+__all__ = ["StateSpaceModel", "as_series", "check_theta"]
+
+
+def check_theta(xp: Any, theta: Array, name: str = "theta") -> bool:
+    """Check ``theta`` holds finite values; returns False, checking nothing, for a value JAX traces.
+
+    Under ``jax.jit``, ``jax.grad`` or ``jax.vmap`` the values are not known when the function is
+    traced, so value checks cannot run: a non-finite ``theta`` then gives a non-finite result.
+    Callers skip their other value checks when this returns False.
+    """
+    if tracing(theta):
+        return False
+    check_finite(xp, theta, name)
+    return True
 
 
 def as_series(y: Any, name: str = "y", obs_dim: int | None = None) -> tuple[Any, Array, Any]:

@@ -31,9 +31,9 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .._array_api import Array, array_namespace, check_finite, is_array
+from .._array_api import Array, array_namespace, is_array
 from .._validation import check_choice, check_int, check_positive
-from .base import StateSpaceModel, _absent
+from .base import StateSpaceModel, _absent, check_theta
 from .garch_kernel import SCORES, GARCHKernel
 from .particle_kernel import _LOG_2PI
 
@@ -273,7 +273,7 @@ class GARCH(StateSpaceModel):
     def _full(self, theta: Any) -> tuple[Array, Array]:
         theta, _ = self._theta(theta)
         xp = self.xp
-        check_finite(xp, theta, "theta")
+        check_theta(xp, theta)
         c = theta.shape[0]
         y = xp.broadcast_to(self.y[None, :, 0], (c, self.T))
         return self._recursion(theta, y, xp.ones((c,), dtype=xp.bool, device=self.device), None, None)

@@ -31,12 +31,12 @@ import math
 from typing import Any, NamedTuple
 
 from .. import backends
-from .._array_api import Array, check_finite, device_of, is_array
+from .._array_api import Array, device_of, is_array
 from .._blocks import is_out_of_core
 from .._dispatch import native
 from .._sampling import categorical
 from .._validation import check_alloc, check_choice, check_int, check_positive, describe
-from .base import StateSpaceModel, as_series
+from .base import StateSpaceModel, as_series, check_theta
 from .fisher import SSMFisherMetric
 from .hmm_scan import messages_scan
 from .hmm_params import first_state_smoother, fixed_precision_factor, make_prior, prior_grads, prior_terms
@@ -456,7 +456,7 @@ class GaussianHMM(StateSpaceModel):
     def _checked(self, theta: Any) -> tuple[Array, bool]:
         """``theta`` as (chains, dim), finite, or ``ValueError`` naming it."""
         theta, single = self._theta(theta)
-        check_finite(self.xp, theta, "theta")
+        check_theta(self.xp, theta)
         return theta, single
 
     def log_lik(self, theta: Array, idx: Array | None = None) -> Array:

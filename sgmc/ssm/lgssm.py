@@ -33,7 +33,7 @@ from .. import backends
 from .._array_api import Array, array_namespace, check_finite, is_array
 from .._model_args import model_array
 from .._validation import check_alloc, check_int, check_positive
-from .base import StateSpaceModel, as_series
+from .base import StateSpaceModel, as_series, check_theta
 from .fisher import SSMFisherMetric
 from .kalman import kalman_loglik, kalman_stats, precision_grads, stationary_covariance
 from .subsequence import Windows
@@ -294,8 +294,9 @@ class LGSSM(StateSpaceModel):
         """``theta`` as (chains, dim), checked: finite, with non-singular precision factors."""
         xp = self.xp
         theta, single = self._batched(theta)
-        check_finite(xp, theta, "theta")
         _, _, psiQ, psiR = self._split(theta)
+        if not check_theta(xp, theta):
+            return theta, single
         if not bool(xp.all(self._diag(psiQ) != 0)) or not bool(xp.all(self._diag(psiR) != 0)):
             msg = (
                 "`theta` holds a singular precision factor (a zero diagonal entry of psi_Q or psi_R, "

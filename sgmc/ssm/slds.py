@@ -27,10 +27,10 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .. import backends
-from .._array_api import Array, check_finite, is_array
+from .._array_api import Array, is_array
 from .._sampling import categorical
 from .._validation import check_choice, check_int, check_positive
-from .base import StateSpaceModel, as_series
+from .base import StateSpaceModel, as_series, check_theta
 from .fisher import SSMFisherMetric
 from .hmm import forward_backward, stationary_distribution
 from .kalman import KalmanStats, precision_grads, stationary_covariance
@@ -247,7 +247,7 @@ class SLDS(StateSpaceModel):
             raise TypeError(msg)
         xp = self.xp
         theta, _ = self._theta(theta)
-        check_finite(xp, theta, "theta")
+        check_theta(xp, theta)
         rng = backends.default_rng(rng, backend=backends.get_backend(xp))
         c, M = windows.start.shape
         b, L, K, n, m = c * M, windows.L, self.K, self.n, self.m
