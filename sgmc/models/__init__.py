@@ -5,6 +5,7 @@ of a user-defined model, and :mod:`sgmc.models.transforms` for reparametrisation
 """
 
 from .autodiff import TorchModel, from_torch
+from .autodiff_jax import JaxModel, from_jax
 from .bpmf import BPMF
 from .bnn import BayesianNeuralNetwork
 from .base import IIDData, Model, Target, check_compatible, check_target, provides, require, take_rows
@@ -36,4 +37,6 @@ __all__ = [
     "BayesianNeuralNetwork",
     "from_torch",
     "TorchModel",
+    "from_jax",
+    "JaxModel",
 ]
