@@ -164,7 +164,7 @@ def control(base, args):
     out, spent, runs = [], {}, []
     base_rows = {r[at["method"]]: r for r in t["rows"]}
     for pname, make in problems.items():
-        prob = make(int(t["rows"][0][at["T"]]) if table != "3.5" else None, settings["seed"])
+        prob = make(settings["T"][0] if table != "3.5" else None, settings["seed"])   # the length simulated
         T = int(prob.model.T)
         for label, method in methods.items():
             r0 = base_rows.get(label)
