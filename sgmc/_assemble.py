@@ -18,10 +18,10 @@ from .trace import Trace
 __all__ = ["assemble", "progress_result"]
 
 
-def progress_result(progress: Any, chains: int, xp: Any = None) -> ChainsResult:
+def progress_result(progress: Any, chains: int, backend: Any = None) -> ChainsResult:
     """The result of a group stopped at a checkpoint: its draws and statistics so far."""
     hx = HOST.xp
-    stats = step_stats(progress.infos, chains, xp=xp)
+    stats = step_stats(progress.infos, chains, backend=backend)
     stats["wall_time"] = hx.broadcast_to(hx.asarray(progress.wall, dtype=hx.float64)[None, :], (chains, progress.k))
     grads = None if progress.grads is None else progress.grads[:, :progress.j, :]
     return ChainsResult(progress.draws[:, :progress.j, :], grads, stats, progress.state, progress.k)

@@ -158,7 +158,7 @@ def run_chains(
     checkpoint: Callable[[ChainsProgress], None] | None = None,
     checkpoint_every: int = 0,
     stop: Callable[[], bool] | None = None,
-    xp: Any = None,
+    backend: Any = None,
 ) -> ChainsResult:
     """Run one group of chains from ``position`` (chains, dim) and record the kept draws.
 
@@ -197,8 +197,9 @@ def run_chains(
     stop : callable, optional
         Checked after every iteration; when it returns true the loop ends there and the result
         covers the iterations done (``n_done``).
-    xp : namespace, optional
-        The namespace of ``position`` (a run's plan passes its own); found from ``position`` if omitted.
+    backend : Backend, optional
+        The backend of ``position`` (a run's plan passes its own): its namespace and its copies to the
+        host serve the loop and the statistics. Found from ``position`` if omitted.
 
     Raises
     ------
@@ -206,7 +207,7 @@ def run_chains(
         When the positions stop being finite; ``err.partial`` holds the draws up to the last check
         that found them finite.
     """
-    xp = array_namespace(position) if xp is None else xp
+    xp = array_namespace(position) if backend is None else backend.xp
     n_iter = len(step_sizes)
     chains, dim = position.shape
     n_keep = len(kept)
@@ -307,7 +308,7 @@ def run_chains(
                 break
         compiled = getattr(fused, "compile_seconds", 0.0)
         if fused is not None and k >= n_iter:
-            return _result(draws, grads, infos, wall, chains, state, n_iter, compiled, xp)
+            return _result(draws, grads, infos, wall, chains, state, n_iter, compiled, backend)
         for k in range(k, n_iter):
             try:
                 state, infos[k] = step(rng, state, estimator, step_sizes[k])
@@ -346,19 +347,19 @@ def run_chains(
                 return partial(k + 1, state, j)
             if checkpoint is not None and checkpoint_every and (k + 1) % checkpoint_every == 0 and k + 1 < n_iter:
                 checkpoint(progress_at(k + 1, state))
-    return _result(draws, grads, infos, wall, chains, state, n_iter, compiled, xp)
+    return _result(draws, grads, infos, wall, chains, state, n_iter, compiled, backend)
 
 
-def _result(draws, grads, infos, wall, chains, state, n_done, compiled=0.0, xp=None) -> ChainsResult:
-    stats = step_stats(infos, chains, xp=xp)
-    stats["wall_time"] = _column(wall, chains, xp)
+def _result(draws, grads, infos, wall, chains, state, n_done, compiled=0.0, backend=None) -> ChainsResult:
+    stats = step_stats(infos, chains, backend=backend)
+    stats["wall_time"] = _column(wall, chains, backend)
     return ChainsResult(draws, grads, stats, state, n_done, compiled)
 
 
-def _column(values: list, chains: int, xp: Any = None) -> Any:
+def _column(values: list, chains: int, backend: Any = None) -> Any:
     """Per-iteration values (numbers, or per-chain arrays) as a float64 host array (chains, n_iter).
 
-    Arrays are stacked where they live (``xp``, found from them if omitted) and copied to the host once.
+    Arrays are stacked where they live (on ``backend``, found from them if omitted) and copied to the host once.
     """
     hx = _HOST.xp
     if set(map(type, values)) <= {int, float}:  # the common case, without a check per value
@@ -368,43 +369,44 @@ def _column(values: list, chains: int, xp: Any = None) -> Any:
     if not arrays:
         row = hx.asarray(values, dtype=hx.float64)
         return hx.broadcast_to(row[None, :], (chains, len(values)))
-    xp = array_namespace(arrays[0]) if xp is None else xp
+    xp = array_namespace(arrays[0]) if backend is None else backend.xp
+    to_host = backends.to_numpy if backend is None else backend.to_host
     dev = device_of(arrays[0])
     if 4 * len(arrays) <= len(values):  # a few arrays among numbers (a window's value at its end): those alone
         at_ = [i for i, v in enumerate(values) if not isinstance(v, numbers.Number)]
         row = hx.asarray([v if isinstance(v, numbers.Number) else 0.0 for v in values], dtype=hx.float64)
         out = hx.asarray(hx.broadcast_to(row[None, :], (chains, len(values))), copy=True)
         cols = [xp.broadcast_to(xp.astype(v, xp.float64), (chains,)) for v in arrays]
-        out[:, at_] = hx.asarray(backends.to_numpy(xp.stack(cols, axis=1)), dtype=hx.float64)
+        out[:, at_] = hx.asarray(to_host(xp.stack(cols, axis=1)), dtype=hx.float64)
         return out
     cols = [
         xp.full((chains,), float(v), device=dev) if isinstance(v, numbers.Number)
         else xp.broadcast_to(xp.astype(v, xp.float64), (chains,))
         for v in values
     ]
-    return hx.asarray(backends.to_numpy(xp.stack(cols, axis=1)), dtype=hx.float64)
+    return hx.asarray(to_host(xp.stack(cols, axis=1)), dtype=hx.float64)
 
 
-def step_stats(infos: Sequence[Any], chains: int, xp: Any = None) -> dict:
+def step_stats(infos: Sequence[Any], chains: int, backend: Any = None) -> dict:
     """Per-chain statistics ``(chains, n_iter)`` from a run's :class:`~sgmc.samplers.StepInfo` list.
 
     ``n_evals`` (every per-datum evaluation of the step: the estimator's and the sampler's own) and
     ``batch_size`` always; ``accepted`` and ``accept_prob`` when the sampler reports them; each key of
-    ``extras``. Per-chain arrays among them are stacked in ``xp`` (found from them if omitted).
+    ``extras``. Per-chain arrays among them are stacked on ``backend`` (found from them if omitted).
     """
     if not infos:
         return {}
     out = {
-        "n_evals": _column([i.n_evals for i in infos], chains, xp),
-        "batch_size": _column([i.estimate.batch_size for i in infos], chains, xp),
+        "n_evals": _column([i.n_evals for i in infos], chains, backend),
+        "batch_size": _column([i.estimate.batch_size for i in infos], chains, backend),
     }
     first = infos[0]
     if first.accepted is not None:
-        out["accepted"] = _column([i.accepted for i in infos], chains, xp)
+        out["accepted"] = _column([i.accepted for i in infos], chains, backend)
     if first.accept_prob is not None:
-        out["accept_prob"] = _column([i.accept_prob for i in infos], chains, xp)
+        out["accept_prob"] = _column([i.accept_prob for i in infos], chains, backend)
     if first.extras:
         for key in first.extras:
-            out[key] = _column([i.extras[key] for i in infos], chains, xp)
+            out[key] = _column([i.extras[key] for i in infos], chains, backend)
     return out
 

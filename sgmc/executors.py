@@ -105,7 +105,7 @@ def _run_group(spec: RunSpec, task: GroupTask, progress: Callable | None = None,
         spec.sampler, spec.estimator, task.rng, task.position, spec.step_sizes, spec.kept,
         store_grads=spec.store_grads, score=spec.score, check_every=spec.check_every,
         progress=progress, progress_every=progress_every, callback=callback,
-        quiet_float=spec.backend.quiet_float, xp=spec.backend.xp,
+        quiet_float=spec.backend.quiet_float, backend=spec.backend,
     )
 
 

@@ -326,13 +326,13 @@ def _execute(job: Job, executor: Any, progress: bool, callback: Callable | None)
         trace.info["stopped"] = "max_time" if job.budget_iters is not None else None
         if plan.max_time is not None:
             trace.info["max_time"] = plan.max_time
-        found = warn_if_runaway(trace, spec.sampler, spec.step_sizes, xp=plan.xp)
-        warn_if_unmixed(trace, spec.sampler, spec.step_sizes, warn=not found, xp=plan.xp)
+        found = warn_if_runaway(trace, spec.sampler, spec.step_sizes, backend=plan.backend)
+        warn_if_unmixed(trace, spec.sampler, spec.step_sizes, warn=not found, backend=plan.backend)
         return trace
     trace = job.trace(job.results + ([partial] if partial is not None else []), interrupted=True)
     trace.info["stopped"] = "interrupt"
-    warn_if_runaway(trace, spec.sampler, spec.step_sizes, xp=plan.xp)
-    warn_if_unmixed(trace, spec.sampler, spec.step_sizes, warn=False, xp=plan.xp)
+    warn_if_runaway(trace, spec.sampler, spec.step_sizes, backend=plan.backend)
+    warn_if_unmixed(trace, spec.sampler, spec.step_sizes, warn=False, backend=plan.backend)
     where = f"; resume with sgmc.resume({os.fspath(plan.path)!r})" if plan.path is not None else ""
     wanted = plan.settings["chains"]
     chains = f" of {trace.n_chains} of the {wanted} chains" if trace.n_chains < wanted else ""
@@ -355,7 +355,7 @@ def _warm_up(job: Job) -> None:
     spec, task, xp = plan.spec, plan.tasks[0], plan.xp
     rng = backends.default_rng(0, backend=plan.backend, device=task.rng.device)
     run_chains(spec.sampler, spec.estimator, rng, xp.asarray(task.position, copy=True), list(spec.step_sizes)[:2],
-               [], store_grads=spec.store_grads, score=spec.score, quiet_float=plan.backend.quiet_float, xp=xp)
+               [], store_grads=spec.store_grads, score=spec.score, quiet_float=plan.backend.quiet_float, backend=plan.backend)
 
 
 def _run_here(job: Job, bar: Any, callback: Callable | None, stop: Callable[[], bool]) -> tuple:
@@ -385,7 +385,7 @@ def _run_here(job: Job, bar: Any, callback: Callable | None, stop: Callable[[], 
 
         def save(progress, chains=int(task.position.shape[0])):
             job.current = progress
-            job.save(lambda: job.results + [progress_result(progress, chains, plan.xp)])
+            job.save(lambda: job.results + [progress_result(progress, chains, plan.backend)])
 
         try:
             res = run_chains(
@@ -393,7 +393,7 @@ def _run_here(job: Job, bar: Any, callback: Callable | None, stop: Callable[[], 
                 store_grads=spec.store_grads, score=spec.score, check_every=spec.check_every,
                 progress=update, progress_every=every, callback=callback,
                 quiet_float=plan.backend.quiet_float, resume=job.current,
-                checkpoint=save if plan.path is not None else None, checkpoint_every=plan.every, stop=halt, xp=plan.xp,
+                checkpoint=save if plan.path is not None else None, checkpoint_every=plan.every, stop=halt, backend=plan.backend,
             )
         except DivergenceError as err:
             if any(r is not None and int(r.draws.shape[1]) for r in job.results + [err.partial]):

@@ -49,6 +49,9 @@ from .._array_api import Array, array_namespace, device_of
 from .ess import ess, rhat
 from .runaway import STEIN_SAMPLERS, stein_spread
 
+#: The host backend, where the verdict is computed; fixed, so looked up once.
+_HOST = backends.get_backend("numpy")
+
 __all__ = ["MixingWarning", "Mixing", "check_mixing", "mixing_message", "warn_if_unmixed", "RHAT_MAX", "ESS_MIN",
            "STUCK_RATIO", "SPREAD_MIN", "MIN_DRAWS", "MAX_COORDS", "MAX_DRAWS"]
 
@@ -119,7 +122,7 @@ def _coords(dim: int) -> list | None:
 
 
 def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_max: float = RHAT_MAX,
-                 ess_min: float = ESS_MIN, min_draws: int = MIN_DRAWS, xp: Any = None) -> Mixing:
+                 ess_min: float = ESS_MIN, min_draws: int = MIN_DRAWS, backend: Any = None) -> Mixing:
     """The mixing verdict of ``draws`` (chains, n, dim) by the rule of the module docstring.
 
     Parameters
@@ -132,8 +135,9 @@ def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_m
         not run.
     rhat_max, ess_min, min_draws : float
         The thresholds (module docstring).
-    xp : namespace, optional
-        The namespace of ``draws`` when the caller knows it (a run's plan); found from them otherwise.
+    backend : Backend, optional
+        The backend of ``draws`` when the caller knows it (a run's plan): its namespace and its copies
+        to the host. Found from ``draws`` otherwise.
 
     Returns
     -------
@@ -151,7 +155,8 @@ def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_m
     >>> v.mixed, sorted({r["check"] for r in v.reasons})
     (False, ['rhat', 'stuck'])
     """
-    xp = array_namespace(draws) if xp is None else xp
+    xp = array_namespace(draws) if backend is None else backend.xp
+    to_host = backends.to_numpy if backend is None else backend.to_host
     if draws.ndim != 3:
         msg = f"`draws` must have shape (chains, n, dim); got {tuple(draws.shape)}"
         raise ValueError(msg)
@@ -164,8 +169,8 @@ def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_m
         rows = [int(i * n / MAX_DRAWS) for i in range(MAX_DRAWS)]
         x = xp.take(x, xp.asarray(rows, device=device_of(draws)), axis=1)
     names = pick if pick is not None else list(range(dim))
-    hx = backends.get_backend("numpy").xp
-    xh = hx.asarray(backends.to_numpy(x), dtype=hx.float64)
+    hx = _HOST.xp
+    xh = hx.asarray(to_host(x), dtype=hx.float64)
     reasons = []
     sd = hx.std(xh, axis=1)                                             # (chains, dims)
     still = hx.argwhere(~(sd > 0))                                    # (pairs, 2): chain, coordinate
@@ -229,14 +234,14 @@ def mixing_message(verdict: Mixing, sampler: str, step_size: float | None = None
 
 
 def warn_if_unmixed(trace: Any, sampler: Any, step_sizes: Any, warn: bool = True, stacklevel: int = 4,
-                    xp: Any = None) -> Mixing:
+                    backend: Any = None) -> Mixing:
     """Check a trace of :func:`sgmc.sample`: set ``trace.info["mixing"]`` and warn when it has not mixed.
 
     ``warn=False`` records the verdict only (a run already flagged as running away or interrupted);
-    ``xp`` is the namespace of the draws, when the caller knows it.
+    ``backend`` is the backend of the draws, when the caller knows it.
     """
     stats = trace.stats if getattr(sampler, "name", None) in STEIN_SAMPLERS else {}
-    verdict = check_mixing(trace.draws, stein=stats.get("stein"), stein_n=stats.get("stein_n"), xp=xp)
+    verdict = check_mixing(trace.draws, stein=stats.get("stein"), stein_n=stats.get("stein_n"), backend=backend)
     trace.info["mixing"] = verdict.as_dict()
     if warn and verdict.mixed is False:
         hs = sorted({float(h) for h in step_sizes})

@@ -90,7 +90,7 @@ class Runaway(NamedTuple):
 
 
 def find_runaway(draws: Array, iterations: Any, *, centre: Array | None = None, precision: Array | None = None,
-                 growth: float = GROWTH, scale: float = SCALE, xp: Any = None) -> list:
+                 growth: float = GROWTH, scale: float = SCALE, backend: Any = None) -> list:
     """The chains of ``draws`` that run away (see the module docstring), at most one finding per chain.
 
     Parameters
@@ -104,8 +104,9 @@ def find_runaway(draws: Array, iterations: Any, *, centre: Array | None = None, 
         negative Hessian of log pi there). Without them only the growth check runs.
     growth, scale : float
         The thresholds (module docstring).
-    xp : namespace, optional
-        The namespace of ``draws`` when the caller knows it (a run's plan); found from them otherwise.
+    backend : Backend, optional
+        The backend of ``draws`` when the caller knows it (a run's plan): its namespace and its copies
+        to the host. Found from ``draws`` otherwise.
 
     Returns
     -------
@@ -124,7 +125,8 @@ def find_runaway(draws: Array, iterations: Any, *, centre: Array | None = None, 
     >>> [(r.chain, r.kind) for r in find_runaway(grows, range(1600))]
     [(0, 'growth'), (1, 'growth')]
     """
-    xp = array_namespace(draws) if xp is None else xp
+    xp = array_namespace(draws) if backend is None else backend.xp
+    to_host = backends.to_numpy if backend is None else backend.to_host
     if draws.ndim != 3:
         msg = f"`draws` must have shape (chains, n, dim); got {tuple(draws.shape)}"
         raise ValueError(msg)
@@ -135,7 +137,7 @@ def find_runaway(draws: Array, iterations: Any, *, centre: Array | None = None, 
         raise ValueError(msg)
     found = {}
     if n >= 4 * BLOCKS:
-        for c, b, f in _growth(xp, draws, growth):
+        for c, b, f in _growth(xp, draws, growth, to_host):
             found[c] = Runaway(c, its[n - BLOCKS * (n // BLOCKS) + b * (n // BLOCKS)], "growth", f)
     if centre is not None and precision is not None and n >= 4:
         for c, j, f in _outside(xp, draws, centre, precision, scale):
@@ -143,14 +145,14 @@ def find_runaway(draws: Array, iterations: Any, *, centre: Array | None = None, 
     return [found[c] for c in sorted(found)]
 
 
-def _growth(xp: Any, draws: Array, growth: float) -> list:
+def _growth(xp: Any, draws: Array, growth: float, to_host: Any = None) -> list:
     chains, n, dim = (int(s) for s in draws.shape)
     size = n // BLOCKS
     x = xp.reshape(draws[:, n - BLOCKS * size:, :], (chains, BLOCKS, size, dim))
     first = xp.mean(x[:, 0, :, :], axis=1)                                  # (chains, dim)
     diff = x - first[:, None, None, :]
     a = xp.sqrt(xp.mean(xp.sum(diff * diff, axis=-1), axis=-1))           # (chains, BLOCKS)
-    a_host = _rows(xp, a)
+    a_host = _rows(xp, a, to_host)
     out = []
     for c, row in enumerate(a_host):
         early = sorted(row[:BLOCKS // 2])
@@ -184,9 +186,9 @@ def _outside(xp: Any, draws: Array, centre: Array, precision: Array, scale: floa
     return out
 
 
-def _rows(xp: Any, a: Array) -> list:
-    """A small (chains, k) array as host lists of floats, one transfer."""
-    return backends.to_numpy(a).tolist()
+def _rows(xp: Any, a: Array, to_host: Any = None) -> list:
+    """A small (chains, k) array as host lists of floats, one transfer (``to_host``, or found from ``a``)."""
+    return (backends.to_numpy if to_host is None else to_host)(a).tolist()
 
 
 class Watch:
@@ -390,21 +392,21 @@ def runaway_message(found: list, sampler: str, step_size: float | None = None) -
     )
 
 
-def warn_if_runaway(trace: Any, sampler: Any, step_sizes: Any, stacklevel: int = 4, xp: Any = None) -> list:
+def warn_if_runaway(trace: Any, sampler: Any, step_sizes: Any, stacklevel: int = 4, backend: Any = None) -> list:
     """Run the growth and Stein checks on a trace of :func:`sgmc.sample`; record and warn about what they find.
 
     Sets ``trace.info["runaway"]`` (a list of ``{"chain", "iteration", "kind", "factor"}``, at most one
     per chain, the Stein finding first) and ``trace.info["abs_max"]`` (each chain's largest
     ``|theta_i|`` over every iteration, burn-in included), and issues one :class:`RunawayChainWarning`
     naming every chain found. Metropolis-adjusted samplers (MALA) target the posterior exactly, so
-    their traces are not checked. ``xp`` is the namespace of the draws, when the caller knows it.
+    their traces are not checked. ``backend`` is the backend of the draws, when the caller knows it.
     """
     found = []
     stats = trace.stats
     if "abs_max" in stats and stats["abs_max"].shape[1]:
         trace.info["abs_max"] = [float(v) for v in stats["abs_max"].max(axis=1)]
     if not sampler.needs_log_density:
-        found = find_runaway(trace.draws, trace.iterations, xp=xp)
+        found = find_runaway(trace.draws, trace.iterations, backend=backend)
         if "stein" in stats and "stein_n" in stats:
             spread = {r.chain: r for r in find_spread(stats["stein"], stats["stein_n"], int(trace.draws.shape[2]))}
             found = sorted({**{r.chain: r for r in found}, **spread}.values(), key=lambda r: r.chain)
