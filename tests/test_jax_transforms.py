@@ -214,3 +214,13 @@ def test_steps_whose_shapes_depend_on_values_say_so_under_tracing(what):
     state = sampler.init(jax.random.key(0), start, est)
     with pytest.raises(TracingError, match="cannot run under jax.jit"):
         jax.jit(lambda k, s: sampler.step(k, s, est, 1e-3))(jax.random.key(1), state)
+
+
+def test_a_generator_with_its_key_in_python_is_refused_under_jit():
+    gen = JaxGenerator(backends.get_backend("jax"), np.random.SeedSequence(1))
+    est, sampler = E.Minibatch(MODEL, 40), S.SGLD()
+    state = sampler.init(gen, START, est)
+    before = gen.key
+    with pytest.raises(TypeError, match="pass a JAX key"):
+        jax.jit(lambda s: sampler.step(gen, s, est, 0.01))(state)
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(gen.key)), np.asarray(jax.random.key_data(before)))

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._distinct import complete_fixed
+from ._values import is_tracer
 from ._base import REGISTRY_LOOKUP, Backend, Generator, numpy_dtype
 
 __all__ = ["JaxGenerator", "make_backend"]
@@ -170,17 +171,27 @@ class JaxGenerator(Generator):
     def _float(self, dtype) -> np.dtype:
         return _canonical(np.float64 if dtype is None else dtype)
 
-    def normal(self, shape, dtype=None):
-        self._key, out = _normal(self._key, tuple(shape), self._float(dtype))
+    #: Whether the key may be a traced value (a :class:`KeyStream`); a generator's key is state.
+    _traceable = False
+
+    def _advance(self, key, out):
+        if not self._traceable and is_tracer(key):
+            msg = ("a JaxGenerator keeps its key in Python, so under jax.jit, jax.lax.scan or jax.vmap its "
+                   "draws would be frozen at trace time; pass a JAX key as `rng` instead "
+                   "(key = jax.random.key(seed), split per call)")
+            raise TypeError(msg)
+        self._key = key
         return out
 
+    def normal(self, shape, dtype=None):
+        return self._advance(*_normal(self._key, tuple(shape), self._float(dtype)))
+
     def uniform(self, shape, dtype=None):
-        self._key, out = _uniform(self._key, tuple(shape), self._float(dtype))
-        return out
+        return self._advance(*_uniform(self._key, tuple(shape), self._float(dtype)))
 
     def integers(self, high, shape, dtype=None):
         wide = _canonical(np.int64)
-        self._key, out = _integers(self._key, tuple(shape), wide, high)
+        out = self._advance(*_integers(self._key, tuple(shape), wide, high))
         want = wide if dtype is None else _canonical(dtype)
         return out if want == wide else out.astype(want)
 
@@ -269,10 +280,12 @@ class KeyStream(Generator):
             key = jax.random.wrap_key_data(key, impl="threefry2x32")
         self._key = key
 
+    _traceable = True
     normal = JaxGenerator.normal
     uniform = JaxGenerator.uniform
     integers = JaxGenerator.integers
     _float = JaxGenerator._float
+    _advance = JaxGenerator._advance
 
     def spawn(self, n):
         keys = jax.random.split(self._key, n + 1)
