@@ -55,9 +55,9 @@ class RunInputs:
     max_time: float | None
 
 
-def _check_run_size(model: Any, n_iter: int, chains: int, n_kept: int, grads: bool) -> None:
+def _check_run_size(dim: int, n_iter: int, chains: int, n_kept: int, grads: bool) -> None:
     """Refuse a run whose trace (draws, gradients, per-iteration statistics) would not fit in memory."""
-    per_chain = 8 * n_kept * int(model.dim) * (2 if grads else 1) + 8 * 8 * n_iter  # draws (+ grads), ~8 stats
+    per_chain = 8 * n_kept * int(dim) * (2 if grads else 1) + 8 * 8 * n_iter  # draws (+ grads), ~8 stats
     check_alloc(per_chain + 40 * n_kept, "n_iter", n_iter, "the trace of one chain")
     check_alloc(chains * per_chain + 40 * n_kept, "chains", chains, f"the trace of {chains} chains")
 
@@ -119,7 +119,7 @@ def check_inputs(model: Any, *, step_size: Any, batch_size: Any, n_iter: Any, ch
         msg = f"`batch_size` must be a positive int or a fraction in (0, 1); got {batch_size!r}"
         raise TypeError(msg)
     check_executor(executor)
-    _check_run_size(model, n_iter, chains, len(range(burn_in, n_iter, thin)), bool(store_grads))
+    _check_run_size(model.dim, n_iter, chains, len(range(burn_in, n_iter, thin)), bool(store_grads))
     kept = tuple(range(burn_in, n_iter, thin))
     if thin > 1 and len(kept) < 2:
         msg = (
