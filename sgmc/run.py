@@ -1,10 +1,14 @@
 """``sgmc.sample``: run stochastic gradient MCMC chains in one call.
 
-The runner validates everything once, wires a model, a gradient estimator and a sampler, draws the
-starting points, lets the estimator prepare (control variates find their centre and the chains start
-there), splits the chains into groups with a stream each, runs the groups in this process or on an
-executor (:mod:`sgmc.executors`, each group through the loop of :mod:`sgmc.chains`), and assembles a
-:class:`~sgmc.Trace` from what every step reported.
+:func:`sample` is a short pipeline of named steps: check the inputs (:mod:`sgmc._inputs`), resolve
+the run once into an immutable :class:`~sgmc._plan.RunPlan` (backend, namespaces, device, dtype,
+sampler, estimator, step sizes, kept iterations, groups of chains and their streams, checkpoint
+settings), prepare it (starting points; the estimator's set-up, where control variates find their
+centre and the chains start there; ``step_size="auto"``), execute the groups in this process or on an
+executor (:mod:`sgmc.executors`, each group through the loop of :mod:`sgmc.chains`, all of them
+reading the plan's backend rather than asking for it again), and assemble a :class:`~sgmc.Trace`
+(:mod:`sgmc._assemble`). :func:`resume` rebuilds the plan from a checkpoint and goes through the
+same execute and assemble steps.
 
 Long runs survive interruption. With ``checkpoint=PATH`` the complete state of the run (the model,
 sampler and estimator, every group's sampler and estimator state and generator, the draws so far
