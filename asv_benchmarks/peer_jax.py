@@ -37,10 +37,18 @@ with replacement, SGLD-CV against SGLD, and SGLD with the compiled paths (the fu
 :mod:`sgmc.samplers._fused` among them) switched off against on, each as a ratio from interleaved
 rounds of whole runs (each run's set-up included).
 
+``--rows jax`` (:mod:`_peer_jax_backend`) times sgmc on JAX arrays (``backend="jax"``: compiled blocks
+of the sampler's ``step``, 64-bit, minibatches drawn with replacement) against blackjax and sgmc's own
+NumPy path in the same interleaved rounds, and writes ``docs/results/peer_jax_backend.json``. Each
+``sample`` call compiles its blocks; the compile's wall and CPU seconds are measured around the block
+compiler, left out of the per-iteration figures and reported apart, beside ``trace.info["compile_time"]``.
+``--quick`` shortens any mode to 1000 iterations and 3 rounds (a few minutes for ``--rows jax``).
+
 Usage (from the repository root)::
 
     python asv_benchmarks/peer_jax.py --sgmcmcjax-python build/venv-sgmcmcjax/bin/python
     python asv_benchmarks/peer_jax.py --what floor --dims 10 100 --chains 1
+    python asv_benchmarks/peer_jax.py --rows jax            # --quick: a few minutes
 """
 
 from __future__ import annotations
@@ -475,8 +483,13 @@ def main(argv=None) -> int:
         return sgmcmcjax_worker()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--what", choices=("peers", "floor"), default="peers")
-    ap.add_argument("--iters", type=int, default=2000, help="iterations per run (default 2000)")
-    ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions (default 5)")
+    ap.add_argument("--rows", choices=("peers", "jax"), default="peers",
+                    help="with --what peers: the peer rows (default), or 'jax': sgmc with backend='jax' "
+                         "against blackjax and sgmc's NumPy path (docs/results/peer_jax_backend.json)")
+    ap.add_argument("--quick", action="store_true",
+                    help="short settings (1000 iterations, 3 rounds) unless --iters/--reps are given")
+    ap.add_argument("--iters", type=int, default=None, help="iterations per run (default 2000; --quick 1000)")
+    ap.add_argument("--reps", type=int, default=None, help="interleaved repetitions (default 5; --quick 3)")
     ap.add_argument("--dims", type=int, nargs="+", default=[10, 100])
     ap.add_argument("--chains", type=int, nargs="+", default=[1, 32])
     ap.add_argument("--methods", nargs="+", choices=("sgld", "sgldcv"), default=["sgld", "sgldcv"])
@@ -491,6 +504,10 @@ def main(argv=None) -> int:
     ap.add_argument("--results", help="name of the results file docs/results/NAME.json "
                                       "(default peer_jax or peer_jax_floor; 'none' writes nothing)")
     args = ap.parse_args(argv)
+    if args.iters is None:
+        args.iters = 1000 if args.quick else 2000
+    if args.reps is None:
+        args.reps = 3 if args.quick else 5
     import sgmc
 
     print(f"# sgmc {sgmc.__version__}, numpy {np.__version__}, cores {sorted(CORES)} for every contender; "
@@ -503,6 +520,12 @@ def main(argv=None) -> int:
         tables, extra = floor_tables(rows), {"settings": settings, "rows": rows,
                                              "threads": verify(CORES)}
         name = args.results or "peer_jax_floor"
+    elif args.rows == "jax":
+        import _peer_jax_backend as jb
+
+        rows = jb.jax_rows(args, sys.modules[__name__])
+        tables, extra = jb.jax_tables(rows), {"settings": settings, "rows": rows}
+        name = args.results or "peer_jax_backend"
     else:
         rows, checks = peers(args)
         tables, extra = peers_tables(rows), {"settings": settings, "rows": rows, "threads": checks}

@@ -1,0 +1,160 @@
+"""The JAX backend's rows of ``peer_jax.py --rows jax``: sgmc with ``backend="jax"`` against blackjax and
+sgmc's own NumPy path, on the workload and in the interleaved rounds of :mod:`peer_jax` (which pins the
+process before anything here is imported, and passes itself in as ``peer``).
+
+sgmc on JAX arrays runs blocks of iterations as one compiled ``jax.jit(lax.scan)`` over the sampler's
+``step`` (:mod:`sgmc.samplers._compiled`); each ``sample`` call compiles its blocks, and the run reports
+the seconds in ``trace.info["compile_time"]``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from _pinning import Clock, verify
+from peer_sgld import BATCH, N_DATA, PRIOR_VAR, STEP_SIZE, make_data
+
+
+class CompileClock:
+    """Wall and CPU seconds spent compiling sgmc's JAX blocks, summed while installed.
+
+    Wraps :meth:`sgmc.samplers._compiled.CompiledPlan._function` (the block look-up, which traces,
+    lowers and compiles on a miss) and counts a call only when the plan's ``compile_seconds`` grew, so
+    the per-iteration figures can leave out exactly the compile's CPU time; the wall seconds it counts
+    are checked against ``trace.info["compile_time"]``.
+    """
+
+    def __init__(self, compiled_module):
+        self.mod, self.orig = compiled_module, compiled_module.CompiledPlan._function
+        self.wall = self.cpu = 0.0
+        clock, orig = self, self.orig
+
+        def timed(plan, *args, **kwargs):
+            before, w0, c0 = plan.compile_seconds, time.perf_counter(), time.process_time()
+            out = orig(plan, *args, **kwargs)
+            if plan.compile_seconds != before:
+                clock.wall += time.perf_counter() - w0
+                clock.cpu += time.process_time() - c0
+            return out
+
+        compiled_module.CompiledPlan._function = timed
+
+    def take(self) -> tuple[float, float]:
+        out, self.wall, self.cpu = (self.wall, self.cpu), 0.0, 0.0
+        return out
+
+
+def sgmc_jax_runner(mod, X, y, centre, method, chains, clock):
+    """sgmc on JAX arrays (64-bit): ``sample(..., backend="jax")`` runs compiled blocks of ``step``.
+
+    The returned function gives the wall and CPU seconds of one whole ``sample`` call, and the compile
+    seconds in it: ``trace.info["compile_time"]`` and the wall and CPU seconds of ``clock``.
+    """
+    import warnings
+
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    model = mod.models.LogisticRegression(jnp.asarray(X), jnp.asarray(y), prior_var=PRIOR_VAR)
+    if method == "sgld":
+        est = mod.estimators.Minibatch(model, BATCH, replace=True)
+    else:
+        est = mod.estimators.ControlVariate(model, BATCH, centre=jnp.asarray(centre), replace=True)
+
+    def run(n_iter, seed):
+        clock.take()
+        with warnings.catch_warnings():  # short runs at this step size do not mix; the time is the point
+            warnings.simplefilter("ignore", mod.MixingWarning)
+            with Clock() as c:
+                tr = mod.sample(model, "sgld", est, step_size=STEP_SIZE, n_iter=n_iter, chains=chains,
+                                group_size=chains, rng=seed, progress=False, backend="jax")
+                tr.draws.block_until_ready()
+        cw, cc = clock.take()
+        return {"wall": c.wall, "cpu": c.cpu, "compile_time": float(tr.info.get("compile_time", float("nan"))),
+                "compile_wall": cw, "compile_cpu": cc}
+
+    return run
+
+
+def jax_rows(args, peer) -> list[dict]:
+    """sgmc with ``backend="jax"`` against blackjax and sgmc's NumPy path, interleaved rounds.
+
+    Every ``sample`` call compiles its blocks afresh; sgmc-jax's per-iteration figures are the whole
+    call less the compile's seconds (measured by :class:`CompileClock`, wall and CPU), set-up and the
+    end-of-run diagnostics included as in sgmc's NumPy row. The compile seconds are reported apart.
+    """
+    import sgmc
+    from sgmc.samplers import _compiled
+
+    _rounds, _timed, _per, blackjax_runner, sgmc_runner = (peer._rounds, peer._timed, peer._per,
+                                                             peer.blackjax_runner, peer.sgmc_runner)
+    clock = CompileClock(_compiled)
+    rows = []
+    n_iter = args.iters
+    for dim in args.dims:
+        X, y = make_data(N_DATA, dim)
+        centre = peer.mode(X, y)
+        for method in args.methods:
+            for chains in args.chains:
+                impls, compile_s, calls = {}, {}, []
+                run = sgmc_runner(sgmc, X, y, centre, method, chains)
+                run(20, 0)
+                impls["sgmc"] = _timed(lambda s, run=run: run(n_iter, s))
+                jx = sgmc_jax_runner(sgmc, X, y, centre, method, chains, clock)
+                # imports, JAX's pools and the eager kernels of this draw shape (the end-of-run diagnostics
+                # compile one per shape, once per process), outside the rounds; the block compiles per call
+                jx(n_iter, 0)
+
+                def jax_steady(seed, jx=jx, calls=calls):
+                    r = jx(n_iter, seed)
+                    calls.append(r)
+                    return r["wall"] - r["compile_wall"], r["cpu"] - r["compile_cpu"]
+
+                impls["sgmc-jax"] = jax_steady
+                if "blackjax" in args.peers:
+                    bj = blackjax_runner(X, y, centre, method, chains, n_iter)
+                    t0 = time.perf_counter()
+                    bj(0)
+                    first = time.perf_counter() - t0
+                    t0 = time.perf_counter()
+                    bj(0)
+                    compile_s["blackjax"] = first - (time.perf_counter() - t0)
+                    impls["blackjax"] = _timed(bj)
+                threads = verify(peer.CORES)
+                times, loads = _rounds(impls, args.reps)
+                per = _per(times, n_iter * chains)
+                med = {k: statistics.median(c[k] for c in calls) for k in calls[0]}
+                row = {"method": method, "dim": dim, "chains": chains, "us_per_chain_iter": per,
+                       "compile_s": compile_s, "all_s": times, "load": loads, "threads": threads,
+                       "jax_calls_s": calls, "jax_whole_call_cpu_us": med["cpu"] / (n_iter * chains) * 1e6,
+                       "jax_compile_cpu_s": med["compile_cpu"], "jax_compile_wall_s": med["compile_wall"],
+                       "jax_compile_time_s": med["compile_time"]}
+                rows.append(row)
+                print(f"{method:7s} d={dim:<4d} chains={chains:<3d} "
+                      + "  ".join(f"{k} {v['cpu']:7.2f}" for k, v in per.items())
+                      + f"  (CPU us/chain-iter; sgmc-jax compile {med['compile_cpu']:.2f} s CPU, "
+                        f"{med['compile_wall']:.2f} s wall, compile_time {med['compile_time']:.2f} s; "
+                        f"load {statistics.median(loads):.1f})", flush=True)
+    return rows
+
+
+def jax_tables(rows) -> dict:
+    cols = ["method", "d", "chains", "sgmc-jax CPU us", "sgmc NumPy CPU us", "blackjax CPU us",
+            "sgmc-jax / blackjax (CPU)", "sgmc-jax / NumPy (CPU)", "sgmc-jax / blackjax (wall)",
+            "sgmc-jax / NumPy (wall)", "sgmc-jax with compile, CPU us", "compile CPU s",
+            "compile wall s", "compile_time s", "blackjax compile s", "load"]
+    out = []
+    for r in rows:
+        per = r["us_per_chain_iter"]
+        jx, npy, bj = per["sgmc-jax"], per["sgmc"], per.get("blackjax")
+        out.append([{"sgld": "SGLD", "sgldcv": "SGLD-CV"}[r["method"]], r["dim"], r["chains"],
+                    jx["cpu"], npy["cpu"], bj["cpu"] if bj else None,
+                    jx["cpu"] / bj["cpu"] if bj else None, jx["cpu"] / npy["cpu"],
+                    jx["wall"] / bj["wall"] if bj else None, jx["wall"] / npy["wall"],
+                    r["jax_whole_call_cpu_us"], r["jax_compile_cpu_s"], r["jax_compile_wall_s"],
+                    r["jax_compile_time_s"], r["compile_s"].get("blackjax"),
+                    f"{min(r['load']):.1f}-{max(r['load']):.1f}"])
+    formats = [None] * 3 + [".1f"] * 3 + [".2f"] * 4 + [".1f", ".2f", ".2f", ".2f", ".1f", None]
+    return {"jax": {"columns": cols, "rows": out, "formats": formats}}
