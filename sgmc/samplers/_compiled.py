@@ -130,13 +130,25 @@ def _unstack(jax: Any, infos: Any, n: int) -> list:
     """The scan's stacked step infos as one info per iteration, with host values (one copy per block)."""
     host = jax.device_get(infos)
     leaves, tree = jax.tree.flatten(host)
-    cols = []
+    cols, same = [], True
     for leaf in leaves:
         if leaf.ndim == 1 and (leaf == leaf[0]).all():
             cols.append([leaf[0].item()] * n)   # the same number every iteration
         else:
             cols.append(list(leaf))
+            same = False
+    if same and n:  # every iteration's info is equal: one immutable info serves them all
+        one = jax.tree.unflatten(tree, [c[0] for c in cols])
+        if _immutable(one):
+            return [one] * n
     return [jax.tree.unflatten(tree, [c[i] for c in cols]) for i in range(n)]
+
+
+def _immutable(x: Any) -> bool:
+    """Whether ``x`` holds nothing that could be changed in place (tuples of numbers and ``None``)."""
+    if isinstance(x, tuple):
+        return all(_immutable(c) for c in x)
+    return x is None or isinstance(x, (bool, int, float, complex, str))
 
 
 def _step_by_step(sampler: Any, estimator: Any, gen: Any, state: Any, hs: list, keep_grads: bool) -> Block:
