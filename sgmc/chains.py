@@ -265,6 +265,9 @@ def run_chains(
             hs = [step_sizes[i] for i in range(k, end)]
             z, idx = fused.draw(rng, end - k, chains)
             blk = fused.run(state, hs, z, idx, (bool(store_grads) and not full) or watch.stein)
+            if blk is None:  # a compiled block that must be run step by step (it ended non-finite): same stream
+                next_keep = kept[j] if j < n_keep else n_iter
+                break
             state = blk.state
             watch.block(k, blk.positions, blk.grads)
             infos[k:end] = [watch.plain(i) for i in blk.infos]

@@ -224,3 +224,17 @@ def test_a_generator_with_its_key_in_python_is_refused_under_jit():
     with pytest.raises(TypeError, match="pass a JAX key"):
         jax.jit(lambda s: sampler.step(gen, s, est, 0.01))(state)
     np.testing.assert_array_equal(np.asarray(jax.random.key_data(gen.key)), np.asarray(jax.random.key_data(before)))
+
+
+def test_the_buffered_state_space_estimator_compiles_to_the_eager_draws():
+    from sgmc import ssm
+
+    r = np.random.default_rng(0)
+    y = np.cumsum(r.normal(size=300)) * 0.1 + r.normal(size=300)
+    model = ssm.LGSSM(jnp.asarray(y[:, None]), 1)
+    est, sampler = ssm.Buffered(model, 20, buffer=5), S.SGLD()
+    key = jax.random.key(0)
+    state = sampler.init(key, jnp.full((2, model.dim), 0.1), est)
+    eager, _ = sampler.step(key, state, est, 1e-3)
+    jitted, _ = jax.jit(lambda k, s: sampler.step(k, s, est, 1e-3))(key, state)
+    _close(eager.position, jitted.position)

@@ -16,7 +16,10 @@ compiled update that donates the buffer, so storing costs the kept draws' size, 
 
 A sampler or estimator whose work has a shape that depends on values (DPP subsampling, the adaptive
 subsample size, SCIR's rejection rounds) cannot be traced: the first block then declines before it
-draws anything, runs step by step, and the loop continues the same stream.
+draws anything, runs step by step, and the loop continues the same stream. A block whose last
+position is not finite is not kept either (one read of a value per block, at the block's end, which
+is a divergence check): the loop runs those iterations again step by step from the same key and
+reports the divergence at the iteration where it happened, as without compiled blocks.
 """
 
 from __future__ import annotations
@@ -103,9 +106,14 @@ class CompiledPlan:
         fn = self._function(len(hs), bool(keep_grads), gen.key, state, hs_arr)
         if fn is None:
             return _step_by_step(self.sampler, self.estimator, gen, state, hs, keep_grads)
-        key, state, (positions, grads, infos) = fn(gen.key, state, hs_arr)
-        gen.continue_from(key)
-        return Block(state, positions, grads, _unstack(jax, infos, len(hs)))
+        new_key, new_state, (positions, grads, infos) = fn(gen.key, state, hs_arr)
+        if not bool(jnp.all(jnp.isfinite(new_state.position))):
+            # Diverged inside the block: leave the generator and state as they were, so that the step-by-step
+            # loop runs the same iterations and reports the divergence at its iteration, with its draws.
+            self.declined = True
+            return None
+        gen.continue_from(new_key)
+        return Block(new_state, positions, grads, _unstack(jax, infos, len(hs)))
 
     def write(self, buffer: Any, start: int, rows: Any) -> Any:
         """``buffer[:, start:start + rows.shape[1], :] = rows``, in the donated buffer."""

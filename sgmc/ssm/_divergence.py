@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .._keys import tracing
 from ..chains import DivergenceError
 
 __all__ = ["guarded", "is_numerical_failure"]
@@ -44,7 +45,10 @@ def guarded(xp: Any, what: str, fn: Callable, theta: Any, *args: Any, **kwargs: 
     """``fn(theta, *args, **kwargs)``, with numerical failures raised as :class:`DivergenceError`.
 
     ``theta`` (chains, dim) must be finite, the call must not fail numerically, and every array it
-    returns (or the first element of a returned tuple) must be finite.
+    returns (or the first element of a returned tuple) must be finite. Under JAX tracing the checks
+    cannot run (they read values); a non-finite result then reaches the position, and a compiled
+    block that ends non-finite is run again step by step (:mod:`sgmc.samplers._compiled`), where
+    these checks name the iteration.
 
     Parameters
     ----------
@@ -54,7 +58,8 @@ def guarded(xp: Any, what: str, fn: Callable, theta: Any, *args: Any, **kwargs: 
     fn : callable
     theta : array (chains, dim)
     """
-    if not _all_finite(xp, theta):
+    checked = not tracing(theta)  # under JAX tracing the compiled block's own check finds them
+    if checked and not _all_finite(xp, theta):
         msg = f"the position is no longer finite before the {what}; {_HINT}"
         raise DivergenceError(msg)
     try:
@@ -67,7 +72,7 @@ def guarded(xp: Any, what: str, fn: Callable, theta: Any, *args: Any, **kwargs: 
         msg = f"the {what} failed numerically ({type(err).__name__}: {err}); {_HINT}"
         raise DivergenceError(msg) from err
     values = out if isinstance(out, tuple) else (out,)
-    for v in values:
+    for v in values if checked else ():  # off NumPy the runner's divergence check finds them
         if hasattr(v, "shape") and xp.isdtype(v.dtype, "real floating") and not _all_finite(xp, v):
             msg = f"the {what} is not finite (a singular covariance or an overflowing state); {_HINT}"
             raise DivergenceError(msg)
