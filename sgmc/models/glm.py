@@ -403,7 +403,9 @@ class LogisticRegression(_GLM):
         e = xp.exp(-xp.abs(eta))
         logf = r = w = None
         if want[0]:
-            softplus = xp.maximum(eta, xp.zeros_like(eta)) + xp.log1p(e)
+            # max(eta, 0) written as (eta + |eta|) / 2: the same values, and a derivative that autodiff
+            # (jax.grad) gets right at eta = 0, where the kinks of max and |.| cancel.
+            softplus = (0.5 * eta + 0.5 * xp.abs(eta)) + xp.log1p(e)
             logf = y * eta - softplus
         if want[1] or want[2]:
             inv = 1.0 / (1.0 + e)
