@@ -31,7 +31,7 @@ _r = np.random.default_rng(0)
 X = jnp.asarray(_r.standard_normal((N, D)))
 Y_BIN = jnp.asarray((_r.random(N) < 0.5).astype(np.float64))
 Y_REAL = jnp.asarray(_r.standard_normal(N))
-SERIES = jnp.asarray(np.cumsum(_r.standard_normal(40)) * 0.1)
+SERIES = jnp.asarray(np.cumsum(_r.standard_normal(12)) * 0.1)
 
 IID = {
     "linear": lambda: M.LinearRegression(X, Y_REAL),
@@ -100,7 +100,7 @@ def test_jit_and_vmap_give_the_eager_values(name):
     for got, want in zip(jax.jit(f)(theta, idx), eager):
         _close(got, want)
     # vmap over the chains: each chain's (1, dim) row through the model, mapped
-    mapped = jax.vmap(lambda t, i: f(t[None, :], i[None, :]))(theta, idx)
+    mapped = jax.jit(jax.vmap(lambda t, i: f(t[None, :], i[None, :])))(theta, idx)
     for got, want in zip(mapped, eager):
         _close(jnp.reshape(got, want.shape), want)
 
@@ -109,16 +109,23 @@ def test_jit_and_vmap_give_the_eager_values(name):
 def test_autodiff_of_the_log_posterior_matches_the_analytic_gradient(name):
     model = ALL[name]()
     theta = _theta(name, model)
-    auto = jax.grad(lambda t: jnp.sum(model.log_posterior(t)))(theta)
-    _close(auto, model.grad_log_posterior(theta), rtol=1e-8)
-    if name in IID:  # the per-datum gradients too: the Jacobian of the (chains, batch) terms
-        idx = _idx()
-        jac = jax.jacrev(lambda t: model.log_lik(t, idx))(theta)  # (chains, batch, chains, dim)
-        per = jnp.stack([jac[c, :, c, :] for c in range(CH)])
-        _close(per, model.grad_log_lik(theta, idx), rtol=1e-8)
+    idx = _idx()
+
+    def derivatives(t):  # compiled once: JAX's derivatives of the model's log densities
+        out = [jax.grad(lambda u: jnp.sum(model.log_posterior(u)))(t)]
+        if name in IID:  # the per-datum gradients: the Jacobian of the (chains, batch) terms
+            jac = jax.jacrev(lambda u: model.log_lik(u, idx))(t)  # (chains, batch, chains, dim)
+            out.append(jnp.stack([jac[c, :, c, :] for c in range(CH)]))
+        elif name in SERIES_MODELS:
+            out.append(jax.grad(lambda u: jnp.sum(model.log_lik(u)))(t))
+        return out
+
+    auto = jax.jit(derivatives)(theta)
+    _close(auto[0], model.grad_log_posterior(theta), rtol=1e-8)
+    if name in IID:
+        _close(auto[1], model.grad_log_lik(theta, idx), rtol=1e-8)
     elif name in SERIES_MODELS:
-        auto_lik = jax.grad(lambda t: jnp.sum(model.log_lik(t)))(theta)
-        _close(auto_lik, model.grad_log_lik(theta), rtol=1e-8)
+        _close(auto[1], model.grad_log_lik(theta), rtol=1e-8)
 
 
 def test_autodiff_of_the_logistic_likelihood_at_the_origin():
@@ -185,7 +192,7 @@ ESTIMATORS = {
 }
 
 
-@pytest.mark.parametrize("est_name", list(ESTIMATORS))
+@pytest.mark.parametrize("est_name", ["minibatch", "svrg", "cv-ps"])
 def test_from_jax_in_a_jitted_step_makes_the_hand_written_models_draw(est_name):
     start = jnp.asarray(np.random.default_rng(4).normal(scale=0.1, size=(CH, D)))
     out = []
@@ -203,9 +210,9 @@ def test_from_jax_in_a_jitted_step_makes_the_hand_written_models_draw(est_name):
     _close(out[0], out[1])
 
 
-@pytest.mark.parametrize("sampler,estimator", [("sgld", "minibatch"), ("sghmc", "cv"), ("sgld", "saga")])
+@pytest.mark.parametrize("sampler,estimator", [("sgld", "minibatch"), ("sghmc", "cv")])
 def test_sample_runs_a_from_jax_model_like_the_hand_written_one(sampler, estimator):
-    args = dict(sampler=sampler, estimator=estimator, batch_size=8, step_size=2e-3, n_iter=60, chains=2, rng=3,
+    args = dict(sampler=sampler, estimator=estimator, batch_size=8, step_size=2e-3, n_iter=30, chains=2, rng=3,
                 progress=False)
     a, b = sgmc.sample(FJ, **args), sgmc.sample(REF, **args)
     assert a.info["compile_time"] > 0
