@@ -12,6 +12,7 @@ imports no dispatch and no backend, so the backends' native draws use it as the 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from ._array_api import Array, array_namespace, device_of
 from ._draw_continuation import continuation, row_keys
@@ -29,7 +30,7 @@ def oversample(size: int, n_data: int) -> int:
     return size + int(math.ceil(2.0 * dups + 8.0 * math.sqrt(dups + 1.0) + 4.0))
 
 
-def first_distinct(draws: Array, size: int) -> tuple[Array, Array]:
+def first_distinct(draws: Array, size: int, xp: Any = None) -> tuple[Array, Array]:
     """The first ``size`` distinct values of each row of ``draws``, in draw order.
 
     Parameters
@@ -44,17 +45,18 @@ def first_distinct(draws: Array, size: int) -> tuple[Array, Array]:
     ok : bool array (batch,)
         Which input rows had enough distinct values.
     """
-    rows, ok = first_distinct_all(draws, size)
+    rows, ok = first_distinct_all(draws, size, xp)
     return rows[ok], ok
 
 
-def first_distinct_all(draws: Array, size: int) -> tuple[Array, Array]:
+def first_distinct_all(draws: Array, size: int, xp: Any = None) -> tuple[Array, Array]:
     """:func:`first_distinct` with a fixed shape: a row for every input row, and ``ok``.
 
     A row short of ``size`` distinct values holds its distinct values followed by repeats; ``ok``
-    marks it false. No value decides a shape, so the draw traces under ``jax.jit``.
+    marks it false. No value decides a shape, so the draw traces under ``jax.jit``. ``xp``, the
+    draws' namespace, saves looking it up (the sampling loop knows it).
     """
-    xp = array_namespace(draws)
+    xp = array_namespace(draws) if xp is None else xp
     dev = device_of(draws)
     b, m = draws.shape
     draws = xp.astype(draws, xp.int64)
@@ -76,27 +78,27 @@ def first_distinct_all(draws: Array, size: int) -> tuple[Array, Array]:
     return rows, ok
 
 
-def complete_rows(draws: Array, size: int, n_data: int) -> Array:
+def complete_rows(draws: Array, size: int, n_data: int, xp: Any = None) -> Array:
     """The first ``size`` distinct values of each row of ``draws`` (k, m) continued past its ``m`` draws.
 
     For rows with fewer than ``size`` distinct values: each row's draws go on with the counter-based
     stream of :mod:`sgmc._draw_continuation` keyed by the row itself, until ``size`` distinct values
     are found. Returns int64 (k, size). Every backend's native subset draw completes short rows alike.
     """
-    xp = array_namespace(draws)
+    xp = array_namespace(draws) if xp is None else xp
     draws = xp.astype(draws, xp.int64)
     keys = row_keys(xp, draws)
     m = draws.shape[1]
     extra = max(m, 16)
     while True:
         full = xp.concat([draws, continuation(xp, keys, m, extra, n_data)], axis=1)
-        rows, ok = first_distinct(full, size)
+        rows, ok = first_distinct(full, size, xp)
         if rows.shape[0] == draws.shape[0]:
             return rows
         extra *= 2
 
 
-def complete_fixed(draws: Array, size: int, n_data: int) -> Array:
+def complete_fixed(draws: Array, size: int, n_data: int, xp: Any = None) -> Array:
     """:func:`complete_rows` for every row, in one round of ``max(m, 16)`` continued draws (fixed shape).
 
     Its rows equal :func:`complete_rows`'s whenever one round suffices: the continuation's draw ``j``
@@ -105,8 +107,8 @@ def complete_fixed(draws: Array, size: int, n_data: int) -> Array:
     missing values among ``m`` more draws except with a probability far below any floating-point
     resolution; such a row would keep repeats.
     """
-    xp = array_namespace(draws)
+    xp = array_namespace(draws) if xp is None else xp
     draws = xp.astype(draws, xp.int64)
     m = draws.shape[1]
     full = xp.concat([draws, continuation(xp, row_keys(xp, draws), m, max(m, 16), n_data)], axis=1)
-    return first_distinct_all(full, size)[0]
+    return first_distinct_all(full, size, xp)[0]

@@ -40,27 +40,28 @@ def subsample_twin(rng: Any, n_data: int, size: int, batch: int, replace: bool) 
     m = oversample(size, n_data)
     draws = rng.integers(n_data, (batch, m))
     if rng.backend.numpy_arrays:
-        rows, ok = first_distinct(draws, size)
+        rows, ok = first_distinct(draws, size, xp)
         if rows.shape[0] == batch:
             return rows
         # Rows short of `size` distinct values (vanishingly rare) continue their own sequence of
         # draws without the generator (sgmc._draw_continuation), which is consumed alike either way.
         where = xp.arange(batch, dtype=xp.int64, device=device_of(rows))
         short = where[~ok]
-        more = complete_rows(xp.take(draws, short, axis=0), size, n_data)
+        more = complete_rows(xp.take(draws, short, axis=0), size, n_data, xp)
         allrows = xp.concat([rows, more], axis=0)
         return xp.take(allrows, xp.argsort(xp.concat([where[ok], short], axis=0)), axis=0)
     # Other libraries: the same rows without asking the device which rows fell short (no host
     # synchronisation, and a fixed shape that traces under jax.jit).
-    rows, ok = first_distinct_all(draws, size)
+    rows, ok = first_distinct_all(draws, size, xp)
     return _complete_on_device(rng.backend, rows, ok, draws, size, n_data)
 
 
 def _complete_on_device(backend: Any, rows: Array, ok: Array, draws: Array, size: int, n_data: int) -> Array:
-    complete = native(backend.xp, "complete_rows")
+    xp = backend.xp
+    complete = native(xp, "complete_rows")
     if complete is not None:  # JAX: the continuation only when a row fell short, chosen on the device
         return complete(rows, ok, draws, size, n_data)
-    return backend.xp.where(ok[:, None], rows, complete_fixed(draws, size, n_data))
+    return xp.where(ok[:, None], rows, complete_fixed(draws, size, n_data, xp))
 
 
 def subsample(rng: Any, n_data: int, size: int, batch: int, *, replace: bool = False) -> Array:

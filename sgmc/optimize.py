@@ -251,12 +251,15 @@ def _can_polish(model: Any) -> bool:
 
 
 def mode_gap(model: Any, theta: Any, grad: Any = None, *, details: bool = False) -> Any:
-    """Distance of ``theta`` from a stationary point of log pi, in posterior standard deviations.
+    """The Newton decrement of log pi at ``theta``: how far a Newton step from ``theta`` would move it.
 
-    The Newton decrement ``sqrt(g^T P^-1 g)``, with g the full gradient of log pi at ``theta`` and P
-    the negative Hessian there (:func:`negative_hessian`; exact with ``hess_log_lik``, by finite
-    differences for ``dim <= GAP_FD_MAX_DIM`` otherwise): under the Laplace approximation, the
-    Mahalanobis distance between ``theta`` and the mode. Where P is not positive definite or is too
+    ``sqrt(g^T P^-1 g)``, with g the full gradient of log pi at ``theta`` and P the negative Hessian
+    *at theta* (:func:`negative_hessian`; exact with ``hess_log_lik``, by finite differences for
+    ``dim <= GAP_FD_MAX_DIM`` otherwise). For a Gaussian posterior it equals the Mahalanobis distance
+    from ``theta`` to the mode in posterior standard deviations; elsewhere it measures the distance
+    with the curvature at ``theta``, not at the mode, and can differ from that distance several-fold
+    far from the mode (``sgmc.experiments._logistic.mode_distance`` measures with the mode's
+    curvature). It is a test of stationarity: 0 exactly at a mode. Where P is not positive definite or is too
     large to form, the lower bound ``||g|| / sqrt(M)`` with M from :func:`curvature_bound`; NaN when
     neither can be computed.
 

@@ -14,6 +14,7 @@ import dataclasses
 import importlib
 import inspect
 import pickle
+import warnings
 import pkgutil
 import textwrap
 
@@ -72,11 +73,22 @@ def test_numpy_run_asks_for_the_backend_at_most_twice(monkeypatch):
     # several groups, a checkpoint-free resume-free run with stored gradients: still once per run, not per group
     total, counts = _count_lookups(monkeypatch, _small_run(LogisticRegression(X, y), chains=4, group_size=2))
     assert total <= 2, counts
+    # long enough for the mixing verdict (R-hat and ESS on the kept draws): still at most twice
+    run = _small_run(LogisticRegression(X, y), n_iter=4000)
+
+    def quiet():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", sgmc.MixingWarning)  # the verdict is what is counted, not its result
+            return run()
+
+    total, counts = _count_lookups(monkeypatch, quiet)
+    assert total <= 2, counts
 
 
+@pytest.mark.parametrize("estimator", ["full", "minibatch"])
 @pytest.mark.parametrize("lib", ["jax", "torch"])
-def test_jax_and_torch_runs_ask_for_the_backend_at_most_twice(monkeypatch, lib):
-    # the exact gradient: the runner's look-ups alone (a subsampling estimator's draw finds its own namespace)
+def test_jax_and_torch_runs_ask_for_the_backend_at_most_twice(monkeypatch, lib, estimator):
+    # the minibatch draw is handed its namespace by the generator, as the runner is by the plan
     X, y = _data(200)
     if lib == "jax":
         jax = pytest.importorskip("jax")
@@ -85,7 +97,8 @@ def test_jax_and_torch_runs_ask_for_the_backend_at_most_twice(monkeypatch, lib):
     else:
         torch = pytest.importorskip("torch")
         X, y = torch.as_tensor(X), torch.as_tensor(y)
-    total, counts = _count_lookups(monkeypatch, _small_run(LogisticRegression(X, y), estimator="full", n_iter=50))
+    total, counts = _count_lookups(monkeypatch, _small_run(LogisticRegression(X, y), estimator=estimator,
+                                                           n_iter=50))
     assert total <= 2, counts
 
 

@@ -233,7 +233,7 @@ def _complete_rows(rows, ok, draws, size, n_data):
     asking the host; compiled once per shape, so an eager call is one dispatch.
     """
     return jax.lax.cond(jnp.all(ok), lambda: rows,
-                        lambda: jnp.where(ok[:, None], rows, complete_fixed(draws, size, n_data)))
+                        lambda: jnp.where(ok[:, None], rows, complete_fixed(draws, size, n_data, jnp)))
 
 
 def _set_rows(table, rows_idx, rows):

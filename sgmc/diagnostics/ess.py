@@ -122,10 +122,16 @@ def ess(
     elif method == "quantile":
         prob = _quantile_prob(prob)
     xp, x, ndim_in = _as_draws(draws, "draws", min_draws=4)
+    return ess_of(xp, x, method, prob, bool(per_chain), bool(split), ndim_in)
+
+
+def ess_of(xp: Namespace, x: Array, method: str = "bulk", prob: float | None = None, per_chain: bool = False,
+           split: bool = True, ndim_in: int = 3) -> Array:
+    """:func:`ess` of checked draws ``x`` (chains, n, dim) of the namespace ``xp`` (a caller that knows it)."""
     chains, n, dim = x.shape
-    y = _series_layout(xp, x, bool(per_chain))
-    out = _ess_core(xp, y, method, prob, bool(split))
-    return _finish(xp, out, chains, dim, bool(per_chain), ndim_in)
+    y = _series_layout(xp, x, per_chain)
+    out = _ess_core(xp, y, method, prob, split)
+    return _finish(xp, out, chains, dim, per_chain, ndim_in)
 
 
 def _rhat_basic(xp: Namespace, x: Array) -> Array:
@@ -183,6 +189,11 @@ def rhat(draws: Array, *, method: str = "rank") -> Array:
         msg = f"`method` must be one of {_RHAT_METHODS}; got {method!r}"
         raise ValueError(msg)
     xp, x, ndim_in = _as_draws(draws, "draws", min_draws=4)
+    return rhat_of(xp, x, method, ndim_in, tuple(draws.shape))
+
+
+def rhat_of(xp: Namespace, x: Array, method: str = "rank", ndim_in: int = 3, shape: tuple | None = None) -> Array:
+    """:func:`rhat` of checked draws ``x`` (chains, n, dim) of the namespace ``xp`` (a caller that knows it)."""
     chains = x.shape[0]
     if method == "identity":
         if chains < 2:
@@ -193,7 +204,7 @@ def rhat(draws: Array, *, method: str = "rank") -> Array:
         out = _rhat_basic(xp, _split(xp, x))
     elif chains < 2:
         msg = (
-            f"`draws` holds one chain (shape {tuple(draws.shape)}): the rank-normalised R-hat compares "
+            f"`draws` holds one chain (shape {shape or tuple(x.shape)}): the rank-normalised R-hat compares "
             "chains, so pass (chains, n, dim) with at least two chains, or method='split' to compare "
             "the two halves of one chain"
         )

@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 
 from .. import backends
 from .._array_api import Array, array_namespace, device_of
-from .ess import ess, rhat
+from .ess import ess_of, rhat_of
 from .runaway import STEIN_SAMPLERS, stein_spread
 
 #: The host backend, where the verdict is computed; fixed, so looked up once.
@@ -192,8 +192,8 @@ def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_m
                             "fix": _FIX_STUCK})
     r_max = e_min = None
     if not const:
-        r = backends.to_numpy(rhat(x, method="rank" if chains > 1 else "split"))
-        e = backends.to_numpy(ess(x, method="bulk"))
+        r = rhat_of(hx, xh, "rank" if chains > 1 else "split")   # the host copy: no namespace to look up
+        e = ess_of(hx, xh, "bulk")
         r_max, e_min = float(hx.max(r)), float(hx.min(e))
         if r_max > rhat_max:
             j = int(hx.argmax(r))

@@ -49,7 +49,11 @@ def ndtri(p: Array) -> Array:
     >>> np.round(ndtri(np.array([0.025, 0.5, 0.975])), 6)
     array([-1.959964,  0.      ,  1.959964])
     """
-    xp = array_namespace(p)
+    return _ndtri(array_namespace(p), p)
+
+
+def _ndtri(xp: Namespace, p: Array) -> Array:
+    """:func:`ndtri` in the namespace ``xp`` of ``p``."""
     q = p - 0.5
     central = xp.abs(q) <= 0.425
     r_c = 0.180625 - q * q
@@ -89,7 +93,7 @@ def _z_scale(xp: Namespace, x: Array) -> Array:
     """Rank-normalise each series of (M, n, S) over all its M n draws: Phi^{-1}((r - 3/8) / (K + 1/4))."""
     k = x.shape[0] * x.shape[1]
     r = _average_ranks(xp, _pooled(xp, x))
-    z = ndtri((r - 0.375) / (k + 0.25))
+    z = _ndtri(xp, (r - 0.375) / (k + 0.25))
     return xp.reshape(z, tuple(x.shape))
 
 
