@@ -67,3 +67,14 @@ def test_a_step_that_cannot_be_traced_runs_step_by_step_on_the_same_stream(monke
     compiled, looped = _both(monkeypatch, sampler="sgld", estimator="dpp", n_iter=30)
     _same(compiled.draws, looped.draws)
     assert "compile_time" not in compiled.info
+
+
+def test_a_jax_key_seeds_a_run_reproducibly():
+    import jax.random as jr
+
+    args = dict(step_size=1e-3, batch_size=30, n_iter=40, rng=jr.key(3), progress=False, burn_in=0)
+    a = sgmc.sample(MODEL, **args)
+    b = sgmc.sample(MODEL, **args)
+    c = sgmc.sample(MODEL, **{**args, "rng": jr.key(4)})
+    np.testing.assert_array_equal(np.asarray(a.draws), np.asarray(b.draws))
+    assert not np.allclose(np.asarray(a.draws), np.asarray(c.draws))

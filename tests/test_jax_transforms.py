@@ -238,3 +238,9 @@ def test_the_buffered_state_space_estimator_compiles_to_the_eager_draws():
     eager, _ = sampler.step(key, state, est, 1e-3)
     jitted, _ = jax.jit(lambda k, s: sampler.step(k, s, est, 1e-3))(key, state)
     _close(eager.position, jitted.position)
+
+
+def test_a_control_variate_prepares_its_centre_from_a_key():
+    prepared = E.ControlVariate(MODEL, 40).prepare(jax.random.key(0), START)
+    state = S.SGLD().init(jax.random.key(1), START, prepared.estimator)
+    assert np.isfinite(np.asarray(state.grad)).all()

@@ -23,6 +23,7 @@ import array_api_compat
 
 from .._array_api import array_namespace, device_of, is_array
 from ._base import REGISTRY_LOOKUP, Backend, Generator, HostGenerator
+from ._values import from_jax
 
 __all__ = [
     "Backend",
@@ -365,11 +366,11 @@ def default_rng(seed: Any = None, *, backend: Any = "numpy", device: Any = None)
 
     Parameters
     ----------
-    seed : None, int, numpy.random.SeedSequence, numpy.random.Generator or sgmc Generator
+    seed : None, int, numpy.random.SeedSequence, numpy.random.Generator, sgmc Generator or JAX key
         ``None`` draws fresh OS entropy; an int or SeedSequence seeds PCG64 (CuPy, torch and JAX: their
         own generators seeded from the sequence); a NumPy Generator is used as is (host backends
         only); an sgmc Generator is returned unchanged after checking it belongs to ``backend`` and
-        ``device``.
+        ``device``; a JAX key seeds the sequence with its bits (the same key gives the same run).
     backend : str, module, array or Backend, default "numpy"
     device : optional
         Device the draws are made on; the backend's default if omitted.
@@ -394,7 +395,8 @@ def default_rng(seed: Any = None, *, backend: Any = "numpy", device: Any = None)
                 f"create it with sgmc.backends.default_rng(seed, backend={be.name!r})"
             )
             raise TypeError(msg)
-        if device is not None and seed.device != device:
+        if device is not None and seed.device is not None and seed.device != device:
+            # (a JAX key's stream has no device of its own: its draws go where the computation runs)
             if isinstance(seed, HostGenerator):
                 return HostGenerator.from_numpy(be, seed.numpy_generator, device)
             msg = f"`rng` draws on device {seed.device!r} but the arrays are on {device!r}"
@@ -405,7 +407,22 @@ def default_rng(seed: Any = None, *, backend: Any = "numpy", device: Any = None)
             # a device generator cannot share a host stream: seed it from the same sequence
             return be.make_generator(seed.bit_generator.seed_seq, device)
         return HostGenerator.from_numpy(be, seed, device)
+    if from_jax(seed) and _is_jax_key(seed):
+        # a JAX key seeds the run's sequence with its bits: the same key, the same run
+        import jax  # noqa: PLC0415 - only JAX keys come here
+
+        data = jax.random.key_data(seed) if jax.dtypes.issubdtype(seed.dtype, jax.dtypes.prng_key) else seed
+        seed = np.random.SeedSequence([int(w) for w in np.asarray(data, dtype=np.uint32).ravel()])
     return be.make_generator(_seed_sequence(seed), device)
+
+
+def _is_jax_key(x: Any) -> bool:
+    import jax  # noqa: PLC0415
+
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        return False
+    return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) or (str(dtype) == "uint32" and tuple(x.shape) == (2,))
 
 
 def asarray(x: Any, *, backend: Any = "numpy", dtype: Any = None, device: Any = None) -> Any:
