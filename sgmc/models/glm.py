@@ -20,6 +20,7 @@ from typing import Any
 from .. import backends
 from .._array_api import Array, device_of
 from .._dispatch import native
+from .._keys import tracing
 from .._param_names import check_param_names, column_names
 from .._validation import check_positive
 from .._blocks import RowSource, is_out_of_core, out_of_core_design, row_blocks
@@ -172,7 +173,7 @@ class _GLM(Model):
                 out = fast(self._native_kind, self.X, self.y, theta, idx, weights, self._native_param)
                 if out is not NotImplemented:
                     return out
-        block = self.block_elements
+        block = None if tracing(theta) else self.block_elements  # compiled by JAX: one batched product
         if idx is not None and block is not None and theta.shape[0] == idx.shape[0]:
             chains, batch = idx.shape
             step = max(1, block // (batch * self.dim))
@@ -208,7 +209,7 @@ class _GLM(Model):
                 out = fast(self._native_kind, self.X, self.y, theta, centre, idx, weights, self._native_param)
                 if out is not NotImplemented:
                     return out
-        block = self.block_elements
+        block = None if tracing(theta) else self.block_elements  # compiled by JAX: one batched product
         # rows read from disk are gathered once for all chains (each storage chunk read once)
         if block is not None and theta.shape[0] == idx.shape[0] and not isinstance(self.X, RowSource):
             chains, batch = idx.shape
