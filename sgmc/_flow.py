@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from ._array_api import namespace_name
 from ._keys import tracing
-from .backends._values import host_namespace
+from .backends._values import device_cond, host_namespace
 
 __all__ = ["when", "on_host"]
 
@@ -21,9 +21,7 @@ __all__ = ["when", "on_host"]
 def when(pred: Any, on_true: Callable[[], Any], on_false: Callable[[], Any]) -> Any:
     """``on_true()`` if ``pred`` else ``on_false()``, on the device when ``pred`` is traced by JAX."""
     if tracing(pred):
-        import jax  # noqa: PLC0415 - only traced JAX values come here
-
-        return jax.lax.cond(pred, on_true, on_false)
+        return device_cond(pred, on_true, on_false)
     return on_true() if bool(pred) else on_false()
 
 

@@ -21,26 +21,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .backends._values import from_jax, is_tracer
+from .backends._values import TracingError, is_jax_key, is_tracer
 
 __all__ = ["TracingError", "accept_keys", "as_generator", "is_jax_key", "refuse_tracing", "tracing"]
-
-
-_from_jax = from_jax
-
-
-def is_jax_key(x: Any) -> bool:
-    """Whether ``x`` is a JAX key: a typed key array, or a raw ``uint32`` key of shape ``(2,)``."""
-    if not _from_jax(x):
-        return False
-    import jax  # noqa: PLC0415 - JAX is optional; it is imported only for its own values
-
-    dtype = getattr(x, "dtype", None)
-    if dtype is None:
-        return False
-    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-        return True
-    return str(dtype) == "uint32" and tuple(x.shape) == (2,)
 
 
 def as_generator(rng: Any) -> Any:
@@ -53,7 +36,7 @@ def as_generator(rng: Any) -> Any:
     TypeError
         ``rng`` is a :class:`numpy.random.Generator` (named with its fix).
     """
-    if _from_jax(rng) and is_jax_key(rng):
+    if is_jax_key(rng):
         from .backends._jax import KeyStream  # noqa: PLC0415 - loads JAX's backend on first use
 
         return KeyStream(rng)
@@ -93,15 +76,6 @@ def accept_keys(cls: type, names: tuple[str, ...]) -> None:
         method = cls.__dict__.get(name)
         if callable(method):
             setattr(cls, name, _takes_rng(method))
-
-
-class TracingError(TypeError):
-    """A step whose work has a shape that depends on values, called under JAX tracing.
-
-    ``jax.jit``, ``jax.lax.scan`` and ``jax.vmap`` need every shape fixed when the function is traced;
-    DPP subsampling, the adaptive subsample size and SCIR's rejection rounds decide theirs from the
-    values drawn. Call them eagerly (``sgmc.sample`` does, step by step).
-    """
 
 
 def refuse_tracing(what: str, why: str, *values: Any) -> None:

@@ -260,6 +260,8 @@ def test_cupy_backend_lists_a_kernel_for_every_dispatch_name():
     # CuPy's subset kernel completes short rows itself; the device-side completion after the twin's draw
     # serves backends whose subset draw is the twin (JAX under tracing)
     names.discard("complete_rows")
+    # compiled blocks of iterations are JAX's (jit of a scan); on CuPy each step is a few kernel launches
+    names.discard("block_runner")
     assert names <= set(table), sorted(names - set(table))
 
 

@@ -23,7 +23,7 @@ import array_api_compat
 
 from .._array_api import array_namespace, device_of, is_array
 from ._base import REGISTRY_LOOKUP, Backend, Generator, HostGenerator
-from ._values import from_jax
+from ._values import is_jax_key
 
 __all__ = [
     "Backend",
@@ -407,22 +407,13 @@ def default_rng(seed: Any = None, *, backend: Any = "numpy", device: Any = None)
             # a device generator cannot share a host stream: seed it from the same sequence
             return be.make_generator(seed.bit_generator.seed_seq, device)
         return HostGenerator.from_numpy(be, seed, device)
-    if from_jax(seed) and _is_jax_key(seed):
+    if is_jax_key(seed):
         # a JAX key seeds the run's sequence with its bits: the same key, the same run
         import jax  # noqa: PLC0415 - only JAX keys come here
 
         data = jax.random.key_data(seed) if jax.dtypes.issubdtype(seed.dtype, jax.dtypes.prng_key) else seed
         seed = np.random.SeedSequence([int(w) for w in np.asarray(data, dtype=np.uint32).ravel()])
     return be.make_generator(_seed_sequence(seed), device)
-
-
-def _is_jax_key(x: Any) -> bool:
-    import jax  # noqa: PLC0415
-
-    dtype = getattr(x, "dtype", None)
-    if dtype is None:
-        return False
-    return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) or (str(dtype) == "uint32" and tuple(x.shape) == (2,))
 
 
 def asarray(x: Any, *, backend: Any = "numpy", dtype: Any = None, device: Any = None) -> Any:

@@ -236,6 +236,13 @@ def _complete_rows(rows, ok, draws, size, n_data):
                         lambda: jnp.where(ok[:, None], rows, complete_fixed(draws, size, n_data, jnp)))
 
 
+def _block_runner(sampler, estimator):
+    """JAX: the compiled blocks of iterations of :mod:`sgmc.samplers._compiled` (a run's runner)."""
+    from ._jax_blocks import BlockRunner  # noqa: PLC0415 - loaded by the first run that compiles blocks
+
+    return BlockRunner(sampler, estimator, KeyStream)
+
+
 def _set_rows(table, rows_idx, rows):
     """JAX: ``table.at[rows_idx].set(rows)``, a new table (JAX arrays are immutable)."""
     return table.at[rows_idx].set(rows)
@@ -254,7 +261,8 @@ def make_backend() -> Backend:
         synchronize=_sync,
         quiet_float=_quiet,
         on_cpu=_on_cpu,
-        native={"set_rows": _set_rows, "scatter_add": _scatter_add, "complete_rows": _complete_rows},
+        native={"set_rows": _set_rows, "scatter_add": _scatter_add, "complete_rows": _complete_rows,
+                "block_runner": _block_runner},
     )
     return backend
 
