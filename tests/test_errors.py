@@ -146,7 +146,7 @@ CASES = {
     "minibatch on a data-free target": (lambda: run(TARGET, estimator="minibatch"), ValueError, "GaussianTarget has no data to subsample"),
     # -- names and run settings ---------------------------------------------------------------------------
     "unknown sampler": (lambda: run(sampler="sgxx"), ValueError, r"unknown sampler 'sgxx'; choose one of \['badodab', 'baoab', 'mala', 'psgld', 'recipe', 'scir', 'sghmc', 'sghmc_corrected', 'sgld', 'sgld_corrected', 'sgnht', 'sgrhmc', 'sgrld', 'ula'\]"),
-    "unknown estimator": (lambda: run(estimator="bogus"), ValueError, r"unknown estimator 'bogus'; choose one of \['adaptive-cv', 'adaptive-cv-ps', 'buffered', 'cv', 'cv-ps', 'cv-switch', 'dpp', 'full', 'minibatch', 'minibatch-noise', 'noisy', 'ps', 'saga', 'svrg'\]"),
+    "unknown estimator": (lambda: run(estimator="bogus"), ValueError, r"unknown estimator 'bogus'; choose one of \['adaptive-cv', 'adaptive-cv-ps', 'buffered', 'chunked', 'cv', 'cv-ps', 'cv-switch', 'dpp', 'full', 'minibatch', 'minibatch-noise', 'noisy', 'ps', 'saga', 'svrg'\]"),
     "sampler not a sampler": (lambda: make_sampler(42), TypeError, "`sampler` must be a name in"),
     "estimator not callable": (lambda: make_estimator(42, MODEL), TypeError, "`estimator` must be a name in"),
     "model not a model": (lambda: run(object()), TypeError, r"`model` must follow the sgmc model protocol.*lacks"),
