@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from .._array_api import Array, array_namespace, device_of
 from .._flow import on_host
+from .._keys import tracing
 from .._validation import check_int, check_positive
 from .base import SamplerBase, StepInfo, _lambda_max, add_costs, noise_estimate_of
 from .integrators import drift, kick, root, thermostat_start
@@ -133,7 +134,10 @@ class SGHMC(SamplerBase):
         if v_hat is None:
             return root(h * C), None
         var = C - 0.25 * h * v_hat
-        if not isinstance(var, float) and not on_host(xp):
+        # an estimate from the minibatch off NumPy, or any value traced by JAX: checked on the device;
+        # a fixed V_hat the user gave is checked here, at once (the check depends on h alone)
+        deferred = tracing(var) or (isinstance(self.noise_estimate, str) and not on_host(xp))
+        if not isinstance(var, float) and deferred:
             bad = xp.any(var < 0, axis=-1) if var.ndim else var < 0
             return xp.sqrt(h * xp.clip(var, min=0.0)), bad
         ok = var > 0 if isinstance(var, float) else bool(xp.all(var >= 0))
