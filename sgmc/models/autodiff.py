@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .._array_api import Array, array_namespace, device_of
-from .._param_names import check_param_names
-from .base import Model, take_rows
+from ._autodiff_base import AutodiffModel, data_parts
 
 __all__ = ["from_torch", "TorchModel"]
 
@@ -76,38 +74,17 @@ def from_torch(log_lik: Callable, log_prior: Callable | None, data: Any, *, dim:
     return TorchModel(log_lik, log_prior, data, dim=dim, param_names=param_names)
 
 
-class TorchModel(Model):
-    """The model :func:`from_torch` returns (see there)."""
+class TorchModel(AutodiffModel):
+    """The model :func:`from_torch` returns (see there): Hessians by ``jacrev`` of the gradient."""
 
     def __init__(self, log_lik: Callable, log_prior: Callable | None, data: Any, *, dim: int, param_names: Any = None):
         torch = _torch()
-        parts = tuple(data) if isinstance(data, (tuple, list)) else (data,)
-        for k, part in enumerate(parts):
-            if not isinstance(part, torch.Tensor):
-                msg = (
-                    f"`data` must hold torch tensors for from_torch (autodiff runs in PyTorch); entry {k} is a "
-                    f"{type(part).__module__}.{type(part).__name__}: convert it with torch.as_tensor(...), or "
-                    "write a model with analytic gradients (subclass sgmc.models.Model) to use NumPy arrays"
-                )
-                raise TypeError(msg)
-        if not parts or parts[0].ndim < 1:
-            msg = "`data` must be a tensor or tuple of tensors with the N data along the first axis"
-            raise ValueError(msg)
-        n = int(parts[0].shape[0])
-        if any(int(p.shape[0]) != n for p in parts):
-            msg = f"every tensor in `data` must have the same first dimension; got {[tuple(p.shape) for p in parts]}"
-            raise ValueError(msg)
-        if not callable(log_lik) or (log_prior is not None and not callable(log_prior)):
-            msg = "`log_lik` must be a callable (and `log_prior` a callable or None)"
-            raise TypeError(msg)
+        parts = data_parts(data, log_lik, log_prior, is_array=lambda a: isinstance(a, torch.Tensor),
+                           library="PyTorch", builder="from_torch", noun="torch tensor",
+                           convert="torch.as_tensor(...)")
         floats = [p.dtype for p in parts if p.is_floating_point()]
         dtype = floats[0] if floats else torch.float64
-        xp = array_namespace(parts[0])
-        super().__init__(n, int(dim), xp, dtype, device=device_of(parts[0]))
-        self.param_names = check_param_names(param_names, self.dim)
-        self.data = parts
-        self.log_lik_fn = log_lik
-        self.log_prior_fn = log_prior
+        self._attach(parts, int(dim), dtype, log_lik, log_prior, param_names)
         k = len(parts)
         func = torch.func
         grad1 = func.grad(log_lik)
@@ -128,41 +105,3 @@ class TorchModel(Model):
         if log_prior is not None:
             self._p = func.vmap(log_prior)
             self._gp = func.vmap(func.grad(log_prior))
-
-    def _rows(self, idx: Array) -> tuple:
-        return tuple(take_rows(self.xp, p, idx) for p in self.data)
-
-    def log_prior(self, theta: Array) -> Array:
-        if self.log_prior_fn is None:
-            return self.xp.zeros(theta.shape[:-1], dtype=theta.dtype, device=device_of(theta))
-        return self._p(theta)
-
-    def grad_log_prior(self, theta: Array) -> Array:
-        if self.log_prior_fn is None:
-            return self.xp.zeros_like(theta)
-        return self._gp(theta)
-
-    def log_lik(self, theta: Array, idx: Array | None = None) -> Array:
-        if idx is None:
-            return self._f_all(theta, *self.data)
-        return self._f_batch(theta, *self._rows(idx))
-
-    def grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
-        if idx is None:
-            return self._g_all(theta, *self.data)
-        return self._g_batch(theta, *self._rows(idx))
-
-    def hess_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
-        """Per-datum Hessians of log f, (chains, batch, dim, dim), by ``jacrev`` of the gradient."""
-        if idx is None:
-            return self._h_all(theta, *self.data)
-        return self._h_batch(theta, *self._rows(idx))
-
-    def hvp_log_lik(self, theta: Array, v: Array, idx: Array | None = None) -> Array:
-        """Per-datum Hessian-vector products H_i(theta) v, (chains, batch, dim), with ``v`` (chains, dim)."""
-        if idx is None:
-            return self._hvp_all(theta, v, *self.data)
-        return self._hvp_batch(theta, v, *self._rows(idx))
-
-    def __repr__(self) -> str:
-        return f"TorchModel(n_data={self.n_data}, dim={self.dim})"

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .._array_api import Array, array_namespace, device_of
-from .._param_names import check_param_names
 from .._validation import check_int
-from .base import Model, take_rows
+from ._autodiff_base import AutodiffModel, data_parts
 
 __all__ = ["from_jax", "JaxModel"]
 
@@ -81,43 +79,18 @@ def from_jax(log_lik: Callable, log_prior: Callable | None, data: Any, *, dim: i
     return JaxModel(log_lik, log_prior, data, dim=dim, param_names=param_names)
 
 
-class JaxModel(Model):
-    """The model :func:`from_jax` returns (see there)."""
+class JaxModel(AutodiffModel):
+    """The model :func:`from_jax` returns (see there): Hessians by ``jax.hessian``."""
 
     def __init__(self, log_lik: Callable, log_prior: Callable | None, data: Any, *, dim: int, param_names: Any = None):
         jax = _jax()
         jnp = jax.numpy
-        parts = tuple(data) if isinstance(data, (tuple, list)) else (data,)
-        for k, part in enumerate(parts):
-            if not isinstance(part, jax.Array):
-                msg = (
-                    f"`data` must hold JAX arrays for from_jax (autodiff runs in JAX); entry {k} is a "
-                    f"{type(part).__module__}.{type(part).__name__}: convert it with jax.numpy.asarray(...), or "
-                    "write a model with analytic gradients (subclass sgmc.models.Model) to use NumPy arrays"
-                )
-                raise TypeError(msg)
-        if not parts or parts[0].ndim < 1:
-            msg = f"`data` must be a JAX array or tuple of JAX arrays with the N data along the first axis; got {len(parts)} array(s)"
-            raise ValueError(msg)
-        n = int(parts[0].shape[0])
-        if any(int(p.shape[0]) != n for p in parts):
-            msg = f"every array in `data` must have the same first dimension; got shapes {[tuple(p.shape) for p in parts]}"
-            raise ValueError(msg)
-        if not callable(log_lik) or (log_prior is not None and not callable(log_prior)):
-            msg = (
-                f"`log_lik` must be a callable and `log_prior` a callable or None; got {type(log_lik).__name__} "
-                f"and {type(log_prior).__name__}"
-            )
-            raise TypeError(msg)
+        parts = data_parts(data, log_lik, log_prior, is_array=lambda a: isinstance(a, jax.Array),
+                           library="JAX", builder="from_jax", noun="JAX array", convert="jax.numpy.asarray(...)")
         dim = check_int(dim, "dim", minimum=1)
         floats = [p.dtype for p in parts if jnp.issubdtype(p.dtype, jnp.floating)]
         dtype = floats[0] if floats else jnp.result_type(float)
-        xp = array_namespace(parts[0])
-        super().__init__(n, dim, xp, dtype, device=device_of(parts[0]))
-        self.param_names = check_param_names(param_names, self.dim)
-        self.data = parts
-        self.log_lik_fn = log_lik
-        self.log_prior_fn = log_prior
+        self._attach(parts, dim, dtype, log_lik, log_prior, param_names)
         self._check_scalar(jax, log_lik, parts)
         k = len(parts)
         per = (None,) + (0,) * k  # one theta, a batch of data
@@ -157,41 +130,3 @@ class JaxModel(Model):
                 f"got {getattr(out, 'shape', type(out).__name__)}"
             )
             raise ValueError(msg)
-
-    def _rows(self, idx: Array) -> tuple:
-        return tuple(take_rows(self.xp, p, idx) for p in self.data)
-
-    def log_prior(self, theta: Array) -> Array:
-        if self.log_prior_fn is None:
-            return self.xp.zeros(theta.shape[:-1], dtype=theta.dtype, device=device_of(theta))
-        return self._p(theta)
-
-    def grad_log_prior(self, theta: Array) -> Array:
-        if self.log_prior_fn is None:
-            return self.xp.zeros_like(theta)
-        return self._gp(theta)
-
-    def log_lik(self, theta: Array, idx: Array | None = None) -> Array:
-        if idx is None:
-            return self._f_all(theta, *self.data)
-        return self._f_batch(theta, *self._rows(idx))
-
-    def grad_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
-        if idx is None:
-            return self._g_all(theta, *self.data)
-        return self._g_batch(theta, *self._rows(idx))
-
-    def hess_log_lik(self, theta: Array, idx: Array | None = None) -> Array:
-        """Per-datum Hessians of log f, (chains, batch, dim, dim), by ``jax.hessian``."""
-        if idx is None:
-            return self._h_all(theta, *self.data)
-        return self._h_batch(theta, *self._rows(idx))
-
-    def hvp_log_lik(self, theta: Array, v: Array, idx: Array | None = None) -> Array:
-        """Per-datum Hessian-vector products H_i(theta) v, (chains, batch, dim), with ``v`` (chains, dim)."""
-        if idx is None:
-            return self._hvp_all(theta, v, *self.data)
-        return self._hvp_batch(theta, v, *self._rows(idx))
-
-    def __repr__(self) -> str:
-        return f"JaxModel(n_data={self.n_data}, dim={self.dim})"
