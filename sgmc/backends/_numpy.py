@@ -8,6 +8,7 @@ from array_api_compat import numpy as np_compat
 from .._distinct import complete_rows, oversample
 from . import _numba, _scatter
 from ._base import Backend, HostGenerator, set_rows_inplace
+from ._numpy_ranks import rank_normal
 
 
 #: Fewest integer draws (batch times draws per row) for which a sparse subset draw runs the compiled
@@ -171,6 +172,7 @@ def _table() -> dict:
         "scatter_add": _scatter.scatter_add_numpy,
         "resample_systematic": resample_systematic,
         "ancestors_from_counts": ancestors_from_counts,
+        "rank_normal": rank_normal,
     }
     # compiled CPU loops, when Numba is installed (pip install "sgmc[cpu]"); SGMC_NATIVE=0 disables.
     # Where both offer a path, the compiled one runs first and NumPy's takes what it declines.
