@@ -175,16 +175,21 @@ class _GLM(Model):
                     return out
         block = None if tracing(theta) else self.block_elements  # compiled by JAX: one batched product
         if idx is not None and block is not None and theta.shape[0] == idx.shape[0]:
-            chains, batch = idx.shape
-            step = max(1, block // (batch * self.dim))
-            if step < chains:
-                parts = []
-                for i in range(0, chains, step):
-                    j = min(i + step, chains)
-                    w = None if weights is None else weights[i:j, ...]
-                    parts.append(self._grad_log_lik_sum(theta[i:j, ...], idx[i:j, ...], w))
-                return self.xp.concat(parts, axis=0)
+            return self._over_chain_blocks(block, self._grad_log_lik_sum, idx, weights, theta)
         return self._grad_log_lik_sum(theta, idx, weights)
+
+    def _over_chain_blocks(self, block: int, fn: Any, idx: Array, weights: Array | None, *per_chain: Array) -> Array:
+        """``fn(*per_chain, idx, weights)`` on groups of chains that gather at most ``block`` entries each, concatenated."""
+        chains, batch = idx.shape
+        step = max(1, block // (batch * self.dim))
+        if step >= chains:
+            return fn(*per_chain, idx, weights)
+        parts = []
+        for i in range(0, chains, step):
+            j = min(i + step, chains)
+            w = None if weights is None else weights[i:j, ...]
+            parts.append(fn(*(a[i:j, ...] for a in per_chain), idx[i:j, ...], w))
+        return self.xp.concat(parts, axis=0)
 
     def _grad_log_lik_sum(self, theta: Array, idx: Array | None, weights: Array | None) -> Array:
         eta, y, Xb = self._linear(theta, idx)
@@ -212,15 +217,7 @@ class _GLM(Model):
         block = None if tracing(theta) else self.block_elements  # compiled by JAX: one batched product
         # rows read from disk are gathered once for all chains (each storage chunk read once)
         if block is not None and theta.shape[0] == idx.shape[0] and not isinstance(self.X, RowSource):
-            chains, batch = idx.shape
-            step = max(1, block // (batch * self.dim))
-            if step < chains:
-                parts = []
-                for i in range(0, chains, step):
-                    j = min(i + step, chains)
-                    w = None if weights is None else weights[i:j, ...]
-                    parts.append(self._grad_diff_sum(theta[i:j, ...], centre[i:j, ...], idx[i:j, ...], w))
-                return self.xp.concat(parts, axis=0)
+            return self._over_chain_blocks(block, self._grad_diff_sum, idx, weights, theta, centre)
         return self._grad_diff_sum(theta, centre, idx, weights)
 
     def _grad_diff_sum(self, theta: Array, centre: Array, idx: Array, weights: Array | None) -> Array:
@@ -296,6 +293,7 @@ class _GLM(Model):
         return 1.0 / self.prior_var
 
 
+# The parameters it shares with LogisticRegression are documented again: each class's help stands alone.
 class LinearRegression(_GLM):
     """Bayesian linear regression with known noise variance and a conjugate Gaussian prior.
 
