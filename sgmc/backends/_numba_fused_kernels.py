@@ -134,6 +134,16 @@ def _block_sum4(X, start, stop, v, acc):
 
 
 @nb.njit(**_OPTS)
+def _block_residuals(kind, y, param, r0, eta, start, stop):
+    """Rows ``start:stop`` with ``eta`` their linear predictors: ``r0[i] = r(eta, 0)``, and ``eta`` becomes ``r(eta, y_i)``."""
+    for i in range(start, stop):
+        e = eta[i - start]
+        r = _resid(kind, e, 0.0, param)
+        r0[i] = r
+        eta[i - start] = y[i] + r if kind == 0 else _resid(kind, e, y[i], param)
+
+
+@nb.njit(**_OPTS)
 def _terms_long(kind, X, y, param, ce, r0, grad, eta):
     """:func:`centre_terms` for long rows, one row at a time (its products vectorise across coordinates)."""
     n_data = X.shape[0]
@@ -142,11 +152,7 @@ def _terms_long(kind, X, y, param, ce, r0, grad, eta):
         stop = min(start + block, n_data)
         for i in range(start, stop):
             eta[i - start] = _dot(X, i, ce)
-        for i in range(start, stop):
-            e = eta[i - start]
-            r = _resid(kind, e, 0.0, param)
-            r0[i] = r
-            eta[i - start] = y[i] + r if kind == 0 else _resid(kind, e, y[i], param)
+        _block_residuals(kind, y, param, r0, eta, start, stop)
         for i in range(start, stop):
             _axpy(grad, eta[i - start], X, i)
 
@@ -159,11 +165,7 @@ def _terms_short(kind, X, y, param, ce, r0, grad, eta):
     for start in range(0, n_data, block):
         stop = min(start + block, n_data)
         _block_dot4(X, start, stop, ce, eta)
-        for i in range(start, stop):
-            e = eta[i - start]
-            r = _resid(kind, e, 0.0, param)
-            r0[i] = r
-            eta[i - start] = y[i] + r if kind == 0 else _resid(kind, e, y[i], param)
+        _block_residuals(kind, y, param, r0, eta, start, stop)
         _block_sum4(X, start, stop, eta, grad)
 
 
