@@ -153,6 +153,15 @@ def _fill(out, b, mark, n):
 
 
 @nb.njit(**_OPTS)
+def _row_scale(weights, b, n):
+    """``N / sum_i w_i`` of row ``b``, summed in order as the twin's running sum."""
+    total = 0.0
+    for i in range(n):
+        total += weights[b, i]
+    return n / total
+
+
+@nb.njit(**_OPTS)
 def systematic(weights, u, out, mark):
     """Systematic resampling in two passes per row, with the twin's arithmetic (so the same integers).
 
@@ -164,10 +173,7 @@ def systematic(weights, u, out, mark):
     """
     batch, n = weights.shape
     for b in range(batch):
-        total = 0.0
-        for i in range(n):
-            total += weights[b, i]
-        scale = n / total
+        scale = _row_scale(weights, b, n)
         ub = u[b]
         mark[: n + 1] = 0
         prev = 0
@@ -239,10 +245,7 @@ def multinomial(weights, s, out, cdf):
     batch, n = weights.shape
     cdf[n] = np.inf
     for b in range(batch):
-        total = 0.0
-        for i in range(n):
-            total += weights[b, i]
-        scale = n / total
+        scale = _row_scale(weights, b, n)
         acc = 0.0
         for i in range(n):
             acc += weights[b, i]
@@ -271,6 +274,7 @@ def multinomial(weights, s, out, cdf):
             out[b, k2] = i2
             i2 += t2
             k2 += 1 - t2
+        # the tails: each merge's step again, alone, once the other merge has finished
         while k1 < h:
             t1 = cdf[i1] <= s[b, k1]
             out[b, k1] = i1
@@ -292,10 +296,7 @@ def stratified(weights, u, out, mark):
     """
     batch, n = weights.shape
     for b in range(batch):
-        total = 0.0
-        for i in range(n):
-            total += weights[b, i]
-        scale = n / total
+        scale = _row_scale(weights, b, n)
         mark[: n + 1] = 0
         prev = 0
         acc = 0.0
@@ -325,6 +326,7 @@ def residual_sizes(weights, scale, r_count, frac_sum):
         sb = scale[b]
         det = 0.0
         tot = 0.0
+        # the floors' loop of residual() again: this pass needs only the sums, that one also writes per row
         for i in range(n):
             v = weights[b, i] * sb
             fl = math.floor(v)
@@ -359,6 +361,7 @@ def residual(weights, scale, s, r_count, frac_sum, out, c01, mark):
         tot = frac_sum[b]
         det = 0.0
         cf = 0.0
+        # the floors' loop of residual_sizes() again, fused here with the writes of counts and c01
         for i in range(n):
             v = weights[b, i] * sb
             fl = math.floor(v)
@@ -387,6 +390,7 @@ def residual(weights, scale, s, r_count, frac_sum, out, c01, mark):
         cut = cut if cut < n else n  # C_{h-1}: the first merge marks only slots below it
         p1, i1, j1 = 0, 0, 0
         p2, i2, j2 = cut, h, j0
+        # both merges' steps written out in one loop (not a helper) so the core overlaps their latencies
         while i1 < h and i2 < n:
             t1 = s[b, j1] < c01[i1]  # j1 stops at j0: s[j0] >= c01[h-1] >= c01[i1]
             c1 = out[b, i1] + j1
@@ -401,6 +405,7 @@ def residual(weights, scale, s, r_count, frac_sum, out, c01, mark):
             p2 = p2 if t2 else c2
             j2 += t2
             i2 += 1 - t2
+        # the tails: each merge's step again, alone, once the other merge has finished
         while i1 < h:
             t1 = s[b, j1] < c01[i1]
             c1 = out[b, i1] + j1
