@@ -56,6 +56,7 @@ def _backward(act, Xm, lab, th, D, H, K, Hb, Zb, Gb, dZ, out, add, dB, dA):
     np.dot(Xm, B, Hb)
     for i in range(n):
         if act == SOFTMAX:
+            # shifted like the output layer's log-softmax below, written out: fused with the bias add, into Zb
             mx = -np.inf
             for k in range(H):
                 v = Hb[i, k] + th[o1 + k]
@@ -77,6 +78,7 @@ def _backward(act, Xm, lab, th, D, H, K, Hb, Zb, Gb, dZ, out, add, dB, dA):
                 Zb[i, k] = math.tanh(Hb[i, k] + th[o1 + k])
     np.dot(Zb, A, Gb)
     for i in range(n):  # the output layer's log-softmax, then G = Y - p
+        # shifted like the hidden softmax above, written out: fused with the bias add and G = Y - p, in place
         mx = -np.inf
         for k in range(K):
             v = Gb[i, k] + th[o3 + k]

@@ -140,13 +140,14 @@ def _sym(M):
 def _abat(A, B, tmp, out):
     """``out = A B A^T`` (A: r x n, B: n x n)."""
     r, n = A.shape
+    # tmp = A B, then out = tmp A^T: two loops alike but for the index order of their right factor
     for i in range(r):
         for j in range(n):
             s = 0.0
             for k in range(n):
                 s += A[i, k] * B[k, j]
             tmp[i, j] = s
-    for i in range(r):
+    for i in range(r):  # reads A by rows (A^T) in place of a transposed copy
         for j in range(r):
             s = 0.0
             for k in range(n):
