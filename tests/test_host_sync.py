@@ -9,11 +9,15 @@ both, and counts the reads: the counts must be equal, so the extra 100 iteration
 from __future__ import annotations
 
 import contextlib
+import sys
+
 import numpy as np
 import pytest
 
 import sgmc
-from sgmc import models
+from sgmc import backends, models
+from sgmc.ssm import LGSSM, GaussianHMM
+from sgmc.ssm._divergence import _HINT
 
 CASES = [
     ("sgld", "minibatch", None, None),
@@ -34,12 +38,16 @@ def _data():
 @contextlib.contextmanager
 def _count_torch(monkeypatch):
     torch = pytest.importorskip("torch")
+    from sgmc.backends._torch_random import _seeded
+
     n = [0]
     for name in ("item", "cpu", "numpy", "tolist", "__bool__", "__float__", "__int__", "__index__", "__array__"):
         orig = getattr(torch.Tensor, name)
 
         def counted(self, *a, _orig=orig, **k):
-            n[0] += 1
+            # a CPU generator's state is read when it is seeded (spawned); on a GPU that step reads nothing
+            if sys._getframe(1).f_code is not _seeded.__code__:
+                n[0] += 1
             return _orig(self, *a, **k)
 
         monkeypatch.setattr(torch.Tensor, name, counted)
@@ -98,3 +106,38 @@ def test_iterations_read_nothing_back(backend, monkeypatch, sampler, estimator, 
     short = _reads(backend, monkeypatch, sampler, estimator, s_opts, e_opts, 100)
     long = _reads(backend, monkeypatch, sampler, estimator, s_opts, e_opts, 200)
     assert long == short, f"{long - short} reads back to the host in 100 more iterations"
+
+
+def _ssm_case(name, torch):
+    if name == "lgssm":
+        _, y = LGSSM.simulate_scalar(backends.default_rng(0), 400, [0.9, 2.0, 2.0])
+        return LGSSM(torch.asarray(np.asarray(y))), {"init": [0.9, 2.0, 2.0], "batch_size": 10}
+    r = np.random.default_rng(1)
+    y = np.concatenate([r.normal(-2.0, 1.0, 100), r.normal(2.0, 1.0, 100)])
+    return GaussianHMM(torch.asarray(y), 2), {"batch_size": 20}
+
+
+@pytest.mark.parametrize("name", ["lgssm", "hmm"])
+def test_state_space_gradients_read_nothing_back(monkeypatch, name):
+    """The buffered gradients of the state space models leave their finiteness checks to the runner off NumPy."""
+    torch = pytest.importorskip("torch")
+    counts = []
+    for n_iter in (100, 200):
+        model, opts = _ssm_case(name, torch)
+        with monkeypatch.context() as mp, _count_torch(mp) as n:
+            sgmc.sample(model, "sgld", "buffered", step_size=1e-5, n_iter=n_iter, chains=2, rng=3, progress=False,
+                        check_every=1000, burn_in=0, **opts)
+        counts.append(n[0])
+    assert counts[1] == counts[0], f"{counts[1] - counts[0]} reads back to the host in 100 more iterations"
+
+
+def test_state_space_divergence_off_numpy_names_the_hint():
+    """A step too large for an LGSSM on torch: the runner's check finds it and its message gives the advice."""
+    torch = pytest.importorskip("torch")
+    _, y = LGSSM.simulate_scalar(backends.default_rng(0), 1000, [0.9, 2.0, 2.0])
+    with pytest.raises(sgmc.DivergenceError) as info:
+        sgmc.sample(LGSSM(torch.asarray(np.asarray(y))), "sgld", "buffered", step_size=1e-2, n_iter=200, chains=2,
+                    init=[0.9, 2.0, 2.0], rng=0, progress=False, check_every=50)
+    err = info.value
+    assert err.step_size == 1e-2 and err.iteration in (50, 100, 150, 200)
+    assert "positions are no longer finite" in str(err) and _HINT in str(err), str(err)

@@ -104,8 +104,17 @@ def test_step_unit_bad_position():
 
 
 def test_large_step_is_a_divergence_on_backends(xb, lgssm_y):
+    """On NumPy the gradient finds the divergence at its iteration; elsewhere reading values each
+    iteration would stall the device, so the runner's check (every ``check_every``) finds it, and the
+    draws are kept up to the last check that found every position finite."""
+    every = 4
     with pytest.raises(sgmc.DivergenceError) as info:
         sgmc.sample(LGSSM(xb.asarray(lgssm_y)), "sgld", "buffered", step_size=1e-2, n_iter=200,
-                    init=[0.9, 2.0, 2.0], rng=0, progress=False)
-    assert 1 <= info.value.iteration < 200 and info.value.step_size == 1e-2
-    assert info.value.trace is not None and info.value.trace.draws.shape[1] == info.value.iteration - 1
+                    init=[0.9, 2.0, 2.0], rng=0, progress=False, check_every=every)
+    err = info.value
+    assert 1 <= err.iteration < 200 and err.step_size == 1e-2 and "step unit" in str(err)
+    host = xb.name == "numpy"
+    assert host or err.iteration % every == 0
+    kept = err.iteration - 1 if host else err.iteration - every
+    assert err.trace is not None and err.trace.draws.shape[1] == kept > 0
+    assert np.all(np.isfinite(xb.to_numpy(err.trace.draws)))

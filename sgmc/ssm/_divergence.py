@@ -7,22 +7,31 @@ input but the sampler leaving the region its step size can handle, so the gradie
 :mod:`sgmc.ssm` turn them into :class:`sgmc.DivergenceError` (which :func:`sgmc.sample` completes with
 the draws so far, the iteration and the step size, and :func:`sgmc.tune_step_size` records as a
 diverged grid point) instead of a bare ``LinAlgError`` deep in the recursions.
+
+Values are read only on the host (NumPy), where reading costs nothing. Off the host (PyTorch, CuPy,
+array-api-strict, JAX) a per-call read would stall the device every iteration, so a non-finite
+gradient reaches the position and the runner's divergence check (every ``check_every`` iterations of
+:func:`sgmc.chains.run_chains`) reports it, with :data:`STEP_NOTE` (the models' ``step_note``)
+appended to its message. Failures raised as exceptions are converted at once on every backend.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from .._keys import tracing
+from .._flow import on_host
 from ..chains import DivergenceError
 
-__all__ = ["guarded", "is_numerical_failure"]
+__all__ = ["STEP_NOTE", "guarded", "is_numerical_failure"]
 
 _HINT = (
     "the step size is too large for this state space model; choose h from its step unit "
     "(about 1 / (T * the largest eigenvalue of the Fisher information per time step), see "
     "docs/timeseries.md) or let sgmc.tune_step_size pick it"
 )
+
+#: what the runner appends to its divergence message for a state space model
+STEP_NOTE = "; " + _HINT
 
 
 def is_numerical_failure(err: BaseException) -> bool:
@@ -44,11 +53,10 @@ def _all_finite(xp: Any, a: Any) -> bool:
 def guarded(xp: Any, what: str, fn: Callable, theta: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn(theta, *args, **kwargs)``, with numerical failures raised as :class:`DivergenceError`.
 
-    ``theta`` (chains, dim) must be finite, the call must not fail numerically, and every array it
-    returns (or the first element of a returned tuple) must be finite. Under JAX tracing the checks
-    cannot run (they read values); a non-finite result then reaches the position, and a compiled
-    block that ends non-finite is run again step by step (:mod:`sgmc.samplers._compiled`), where
-    these checks name the iteration.
+    The call must not fail numerically (on every backend). On the host (NumPy) ``theta`` (chains, dim)
+    must also be finite, and every real floating array it returns (each element of a returned tuple)
+    too. Off the host these checks would read values back every call, so they are left to the
+    runner's divergence check (see the module docstring); under JAX tracing they could not run at all.
 
     Parameters
     ----------
@@ -58,7 +66,7 @@ def guarded(xp: Any, what: str, fn: Callable, theta: Any, *args: Any, **kwargs: 
     fn : callable
     theta : array (chains, dim)
     """
-    checked = not tracing(theta)  # under JAX tracing the compiled block's own check finds them
+    checked = on_host(xp)  # elsewhere the runner's divergence check finds them, without a read per call
     if checked and not _all_finite(xp, theta):
         msg = f"the position is no longer finite before the {what}; {_HINT}"
         raise DivergenceError(msg)
@@ -72,7 +80,7 @@ def guarded(xp: Any, what: str, fn: Callable, theta: Any, *args: Any, **kwargs: 
         msg = f"the {what} failed numerically ({type(err).__name__}: {err}); {_HINT}"
         raise DivergenceError(msg) from err
     values = out if isinstance(out, tuple) else (out,)
-    for v in values if checked else ():  # off NumPy the runner's divergence check finds them
+    for v in values if checked else ():
         if hasattr(v, "shape") and xp.isdtype(v.dtype, "real floating") and not _all_finite(xp, v):
             msg = f"the {what} is not finite (a singular covariance or an overflowing state); {_HINT}"
             raise DivergenceError(msg)

@@ -39,7 +39,7 @@ from .._blocks import RowSource, check_dtype, check_finite_blocks, is_out_of_cor
 from .._keys import tracing
 from .._validation import check_choice, check_int
 from ..models.base import Model, _placeholder, as_data_array, provides, require
-from ._divergence import guarded
+from ._divergence import STEP_NOTE, guarded
 from .subsequence import Windows, gather_windows
 
 __all__ = ["StateSpaceModel", "as_series", "check_theta"]
@@ -127,6 +127,8 @@ class StateSpaceModel(Model):
     param_names: tuple = ()
     #: score methods :meth:`window_score` accepts for this model
     score_methods: tuple = ("exact", "particle")
+    #: appended to the runner's divergence message (off NumPy the gradients leave the check to it)
+    step_note: str = STEP_NOTE
 
     def __init__(self, y: Any, dim: int, state_dim: int, obs_dim: int | None = None):
         xp, y, dtype = as_series(y, "y", obs_dim)
