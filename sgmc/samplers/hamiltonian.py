@@ -206,6 +206,7 @@ def _mat(sd: Any, z: Array) -> Array:
     return z
 
 
+# The fields of BADODABState, a type of its own: an SGNHT state is told apart from a BADODAB one.
 class SGNHTState(NamedTuple):
     position: Array
     momentum: Array

@@ -120,6 +120,7 @@ class BAOAB(_Splitting):
         return BAOABState(x, rho, g, es), StepInfo(info)
 
 
+# The fields of SGNHTState, a type of its own: a BADODAB state is told apart from an SGNHT one.
 class BADODABState(NamedTuple):
     """As :class:`BAOABState`, with the per-chain thermostat ``(chains,)``."""
 
