@@ -22,7 +22,7 @@ from ._safefile import check_key
 from ._validation import check_alloc, check_choice, check_int
 from .adapt import default_burn_in, parse_auto
 from .executors import check_executor
-from .models.base import check_target, require
+from .models.base import model_facts
 from .samplers import step_sizes
 
 __all__ = ["RunInputs", "check_inputs", "DEFAULT_GROUP_SIZE"]
@@ -53,6 +53,7 @@ class RunInputs:
     checkpoint_every: int
     checkpoint_key: Any
     max_time: float | None
+    facts: Any = None  # the model's ModelFacts: what checking it found (estimators take it, not the model)
 
 
 def _check_run_size(dim: int, n_iter: int, chains: int, n_kept: int, grads: bool) -> None:
@@ -99,7 +100,7 @@ def check_inputs(model: Any, *, step_size: Any, batch_size: Any, n_iter: Any, ch
     """Check the arguments of :func:`sgmc.sample`; return them as a :class:`RunInputs`."""
     if backend is not None:
         model = backends.move(model, backend)
-    model = check_target(model)
+    facts = model_facts(model)
     if backend is not None and is_array(init):
         init = backends.move(init, backend, device=model.device)
     wants_progress(progress)
@@ -114,7 +115,7 @@ def check_inputs(model: Any, *, step_size: Any, batch_size: Any, n_iter: Any, ch
         raise ValueError(msg)
     check_choice(store_grads, "store_grads", (False, True, "estimate", "full"))
     if store_grads == "full":
-        require(model, ("grad_log_posterior",), "store_grads='full'")
+        facts.require(("grad_log_posterior",), "store_grads='full'")
     if isinstance(batch_size, bool):
         msg = f"`batch_size` must be a positive int or a fraction in (0, 1); got {batch_size!r}"
         raise TypeError(msg)
@@ -142,4 +143,4 @@ def check_inputs(model: Any, *, step_size: Any, batch_size: Any, n_iter: Any, ch
     auto = parse_auto(step_size, burn_in, n_iter)  # step_size='auto': adapted during burn-in (sgmc.adapt)
     hs = step_sizes(step_size, n_iter) if auto is None else None
     return RunInputs(model, init, n_iter, chains, burn_in, thin, kept, group_size, check_every, store_grads,
-                     batch_size, auto, hs, checkpoint, checkpoint_every or 0, checkpoint_key, max_time)
+                     batch_size, auto, hs, checkpoint, checkpoint_every or 0, checkpoint_key, max_time, facts)

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from ._validation import did_you_mean
 
-__all__ = ["canonical", "build"]
+__all__ = ["canonical", "build", "registry_key"]
 
 
 def _fold(name: str) -> str:
@@ -28,6 +28,24 @@ def canonical(name: str, registry: Iterable[str]) -> str | None:
         if _fold(key) == want:
             return key
     return None
+
+
+def registry_key(name: Any, registry: Iterable[str], protocol: type, kind: str, contract: str) -> str | None:
+    """The registry key that ``name`` means, or None when ``name`` is an object following ``protocol``.
+
+    ``kind`` is the argument (``"sampler"``) and ``contract`` what such an object has, for the
+    ``TypeError`` raised for anything else; an unknown name raises ``ValueError`` with the closest one.
+    """
+    if not isinstance(name, str):
+        if not isinstance(name, protocol):
+            msg = f"`{kind}` must be a name in {sorted(registry)} or an object with {contract}; got {name!r}"
+            raise TypeError(msg)
+        return None
+    key = canonical(name, registry)
+    if key is None:
+        msg = f"unknown {kind} {name!r};{did_you_mean(name, registry)} choose one of {sorted(registry)}"
+        raise ValueError(msg)
+    return key
 
 
 def _named_parameters(cls: type) -> tuple[list, bool]:

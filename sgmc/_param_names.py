@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Iterable, Sequence
 
-__all__ = ["default_names", "check_param_names", "block_names", "column_names", "model_param_names"]
+__all__ = ["default_names", "check_param_names", "block_names", "column_names", "model_param_names", "names_given"]
 
 
 def default_names(dim: int, prefix: str = "theta") -> tuple:
@@ -126,7 +126,11 @@ def column_names(table: Any) -> list | None:
 
 def model_param_names(model: Any) -> tuple | None:
     """A model's ``param_names`` when it has non-empty ones, else None (the trace then uses ``theta[j]``)."""
-    names = getattr(model, "param_names", None)
+    return names_given(getattr(model, "param_names", None))
+
+
+def names_given(names: Any) -> tuple | None:
+    """A ``param_names`` value as a non-empty tuple, else None (unchecked: see :func:`check_param_names`)."""
     if names is None or isinstance(names, (str, bytes)):
         return None
     try:

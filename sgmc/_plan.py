@@ -78,19 +78,21 @@ class RunPlan:
         return len(self.spec.step_sizes)
 
 
-def estimator_for(smp: Any, estimator: Any, model: Any, batch_size: Any, options: dict) -> Any:
-    """The estimator a sampler runs with: exact samplers get the full gradient."""
+def estimator_for(smp: Any, estimator: Any, options: dict) -> tuple[Any, dict]:
+    """The estimator (a name or an object) and its options a sampler runs with: exact samplers get the full gradient."""
     if smp.exact:
         if isinstance(estimator, str):
             if estimator not in ("minibatch", "full"):
                 msg = f"sampler {smp.name!r} uses the exact gradient; got estimator={estimator!r} (use 'full')"
                 raise ValueError(msg)
-            return FullGradient(model, log_density=smp.needs_log_density, **options)
+            if "log_density" in options:
+                msg = f"`estimator_options`: sampler {smp.name!r} sets 'log_density' itself; got {options['log_density']!r}"
+                raise TypeError(msg)
+            return "full", dict(options, log_density=smp.needs_log_density)
         if not isinstance(estimator, FullGradient):
             msg = f"sampler {smp.name!r} uses the exact gradient; pass estimator='full'"
             raise ValueError(msg)
-        return estimator
-    return make_estimator(estimator, model, batch_size, **options)
+    return estimator, options
 
 
 def initial_position(plan: RunPlan, init: Any, chains: int, rng: Any) -> Any:
@@ -116,7 +118,8 @@ def resolve(inputs: Any, sampler: Any, estimator: Any, rng: Any, sampler_options
     """The plan of a run from its checked inputs: objects built, backend and streams fixed, nothing drawn."""
     model = inputs.model
     smp = make_sampler(sampler, model, **(sampler_options or {}))
-    est = estimator_for(smp, estimator, model, inputs.batch_size, dict(estimator_options or {}))
+    est, options = estimator_for(smp, estimator, dict(estimator_options or {}))
+    est = make_estimator(est, model, inputs.batch_size, _checked=inputs.facts, **options)  # checked in _inputs
     gen = backends.default_rng(rng, backend=model.xp, device=model.device)  # the backend, asked for once
     init_rng, prep_rng, run_rng = gen.spawn(3)
     adapt_rng = None

@@ -29,7 +29,7 @@ from ._progress import progress_bar, wants_progress
 from ._sampling import subsample
 from ._model_args import model_points
 from ._validation import check_batch_size, check_choice, check_int, check_model, check_nonnegative, check_positive, describe
-from .models.base import check_compatible, provides
+from .models.base import ModelFacts, check_compatible, model_facts, provides
 
 __all__ = [
     "find_mode", "newton", "negative_hessian", "laplace", "curvature_bound", "mode_gap", "Laplace",
@@ -187,13 +187,24 @@ def find_mode(
     xp = check_model(model).xp
     theta = _start(model, init)
     rng = backends.default_rng(rng, backend=backends.get_backend(xp), device=model.device)
-    n_data = int(getattr(model, "n_data", 0) or 0)
-    if n_data > 0:
+    if int(getattr(model, "n_data", 0) or 0) > 0:
         check_model(model, methods=("grad_log_prior", "grad_log_lik_sum"), purpose="find_mode")
-        n = check_batch_size(batch_size, n_data) if batch_size is not None else min(n_data, max(100, n_data // 100))
-        scale = n_data / n
     else:
         check_model(model, methods=("grad_log_posterior",), purpose="find_mode on a data-free target")
+    return _find_mode(model, model_facts(model, names=False), rng, theta, method=method, n_steps=n_steps,
+                      step_size=step_size, batch_size=batch_size, polish=polish, check=check, gap_tol=gap_tol,
+                      progress=progress, stacklevel=4)
+
+
+def _find_mode(model: Any, facts: ModelFacts, rng: Any, theta: Array, *, method: str, n_steps: int,
+               step_size: Any, batch_size: Any, polish: Any, check: bool, gap_tol: float = 1.0, progress: Any = True,
+               stacklevel: int = 3) -> Array:
+    """:func:`find_mode` for a checked model (``facts``), a backend generator and a ``(1, dim)`` start."""
+    xp = model.xp
+    n_data = int(facts.n_data or 0)
+    if n_data > 0:
+        n = check_batch_size(batch_size, n_data) if batch_size is not None else min(n_data, max(100, n_data // 100))
+        scale = n_data / n
     lr0 = check_positive(
         step_size if step_size is not None else (0.05 if method == "adam" else 1.0 / curvature_bound(model)),
         "step_size",
@@ -231,22 +242,27 @@ def find_mode(
         raise FloatingPointError(msg)
     out = out[0, ...]
     if polish is None:
-        polish = _can_polish(model)
+        polish = _polishable(facts, model.dim)
     if polish:
-        polished = lbfgs(model, out)[0] if polish == "lbfgs" else newton(model, out)[0]
+        polished = lbfgs(model, out)[0] if polish == "lbfgs" else _newton(model, facts, out)[0]
         if bool(xp.all(xp.isfinite(polished))):
             out = polished
     if check:
         how = {"lbfgs": " and L-BFGS"}.get(polish, " and Newton") if polish else ""
-        warn_if_not_mode(model, out, gap_tol, f"{method}, {n_steps} steps" + how)
+        _warn_if_not_mode(model, facts, out, gap_tol, f"{method}, {n_steps} steps" + how, stacklevel=stacklevel)
     return out
 
 
 def _can_polish(model: Any) -> bool:
+    return _polishable(model_facts(model, names=False), model.dim)
+
+
+def _polishable(facts: ModelFacts, dim: int) -> bool:
+    """Whether Newton steps polish a mode search by default (:data:`POLISH_MAX_DIM`, exact Hessians)."""
     return (
-        int(model.n_data) > 0
-        and model.dim <= POLISH_MAX_DIM
-        and all(provides(model, n) for n in ("hess_log_lik", "log_posterior", "grad_log_posterior", "grad_log_prior"))
+        int(facts.n_data) > 0
+        and dim <= POLISH_MAX_DIM
+        and all(facts.provides(n) for n in ("hess_log_lik", "log_posterior", "grad_log_posterior", "grad_log_prior"))
     )
 
 
@@ -287,22 +303,28 @@ def mode_gap(model: Any, theta: Any, grad: Any = None, *, details: bool = False)
     >>> mode_gap(model, mode) < 1e-6, mode_gap(model, mode + 1.0) > 10
     (True, True)
     """
-    xp = check_model(model).xp
+    check_model(model)
     t = _start(model, theta, "theta")[0, ...]
+    if grad is not None:
+        grad = model_points(model, grad, "grad", batched=False)
+    return _mode_gap(model, model_facts(model, names=False), t, grad, details)
+
+
+def _mode_gap(model: Any, facts: ModelFacts, t: Array, grad: Any, details: bool = False) -> Any:
+    """:func:`mode_gap` for a checked model at a checked ``(dim,)`` point (``grad`` checked, or None)."""
+    xp = model.xp
 
     def out(gap: float, kind: str, norm: float) -> Any:
         return {"gap": gap, "kind": kind, "grad_norm": norm} if details else gap
 
     if grad is None:
-        if not provides(model, "grad_log_posterior"):
+        if not facts.provides("grad_log_posterior"):
             return out(float("nan"), "none", float("nan"))
         grad = model.grad_log_posterior(t)
-    else:
-        grad = model_points(model, grad, "grad", batched=False)
     g = xp.reshape(grad, (-1,))
     norm = float(xp.linalg.vector_norm(g))
-    if _gap_uses_hessian(model):
-        P = negative_hessian(model, t)
+    if _gap_uses_hessian(facts, model.dim):
+        P = _negative_hessian(model, facts, xp.reshape(t, (1, -1)))
         try:
             L = xp.linalg.cholesky(P)
         except Exception:  # noqa: BLE001 - not positive definite: fall back to the bound
@@ -322,26 +344,41 @@ def mode_gap(model: Any, theta: Any, grad: Any = None, *, details: bool = False)
 GAP_FD_MAX_DIM = 20
 
 
-def _gap_uses_hessian(model: Any) -> bool:
-    if provides(model, "hess_log_lik"):
-        return model.dim <= POLISH_MAX_DIM
-    return model.dim <= GAP_FD_MAX_DIM and provides(model, "grad_log_posterior")
+def _gap_uses_hessian(facts: ModelFacts, dim: int) -> bool:
+    if facts.provides("hess_log_lik"):
+        return dim <= POLISH_MAX_DIM
+    return dim <= GAP_FD_MAX_DIM and facts.provides("grad_log_posterior")
 
 
 def mode_gap_cost(model: Any) -> float:
     """Passes through the data that :func:`mode_gap` makes (for set-up costs)."""
     check_model(model)
-    if not provides(model, "grad_log_posterior"):
+    return _gap_cost(model_facts(model, names=False), model.dim)
+
+
+def _gap_cost(facts: ModelFacts, dim: int) -> float:
+    """:func:`mode_gap_cost` for a checked model of dimension ``dim``."""
+    if not facts.provides("grad_log_posterior"):
         return 0.0
-    if _gap_uses_hessian(model):
-        return 2.0 if provides(model, "hess_log_lik") else 1.0 + 2.0 * model.dim
+    if _gap_uses_hessian(facts, dim):
+        return 2.0 if facts.provides("hess_log_lik") else 1.0 + 2.0 * dim
     return 1.0
 
 
 def warn_if_not_mode(model: Any, theta: Any, gap_tol: float = 1.0, how: str = "", grad: Any = None) -> float:
     """Issue a :class:`ModeNotFoundWarning` when :func:`mode_gap` exceeds ``gap_tol``; return the gap."""
     gap_tol = _tol(gap_tol, "gap_tol")
-    gap = mode_gap(model, theta, grad)
+    check_model(model)
+    t = _start(model, theta, "theta")[0, ...]
+    if grad is not None:
+        grad = model_points(model, grad, "grad", batched=False)
+    return _warn_if_not_mode(model, model_facts(model, names=False), t, gap_tol, how, grad, stacklevel=4)
+
+
+def _warn_if_not_mode(model: Any, facts: ModelFacts, t: Array, gap_tol: float, how: str = "", grad: Any = None,
+                      *, stacklevel: int = 3) -> float:
+    """:func:`warn_if_not_mode` for a checked model and point; the warning points ``stacklevel`` frames up."""
+    gap = _mode_gap(model, facts, t, grad)
     if gap > gap_tol:
         msg = (
             f"the mode search{f' ({how})' if how else ''} stopped about {gap:.3g} posterior standard "
@@ -349,7 +386,7 @@ def warn_if_not_mode(model: Any, theta: Any, gap_tol: float = 1.0, how: str = ""
             "for the curvature); chains started there drift before they sample the posterior: run more "
             "optimiser steps (opt_steps=), a larger opt_step_size=, pass a centre, or discard a burn-in"
         )
-        warnings.warn(msg, ModeNotFoundWarning, stacklevel=3)
+        warnings.warn(msg, ModeNotFoundWarning, stacklevel=stacklevel)
     return gap
 
 
@@ -361,14 +398,20 @@ def negative_hessian(model: Any, theta: Any, *, chunk_elements: int = 4_000_000)
     ``chunk_elements`` numbers) plus the prior's by central differences of its gradient; models
     without Hessians get central differences of the full gradient.
     """
-    xp = check_model(model).xp
+    check_model(model)
     chunk_elements = check_int(chunk_elements, "chunk_elements")
-    d = model.dim
     t = _start(model, theta, "theta")
+    return _negative_hessian(model, model_facts(model, names=False), t, chunk_elements)
+
+
+def _negative_hessian(model: Any, facts: ModelFacts, t: Array, chunk_elements: int = 4_000_000) -> Array:
+    """:func:`negative_hessian` for a checked model at a checked ``(1, dim)`` point."""
+    xp, d = model.xp, model.dim
     eye = xp.eye(d, dtype=model.dtype, device=model.device)
-    if provides(model, "hess_log_lik_sum"):  # the sum without the per-datum matrices (the GLMs)
+    summed, per_datum = facts.provides("hess_log_lik_sum"), facts.provides("hess_log_lik")
+    if summed:  # the sum without the per-datum matrices (the GLMs)
         H = model.hess_log_lik_sum(t)[0, ...]
-    elif provides(model, "hess_log_lik"):
+    elif per_datum:
         rows = getattr(model, "stream_rows", None)  # data read from disk: a chunk no larger than a block
         if rows:
             chunk_elements = min(chunk_elements, rows * d)
@@ -378,12 +421,13 @@ def negative_hessian(model: Any, theta: Any, *, chunk_elements: int = 4_000_000)
             stop = min(start + chunk, model.n_data)
             idx = xp.reshape(xp.arange(start, stop, dtype=xp.int64, device=model.device), (1, -1))
             H = H + xp.sum(model.hess_log_lik(t, idx)[0, ...], axis=0)
-    if provides(model, "hess_log_lik_sum") or provides(model, "hess_log_lik"):
+    if summed or per_datum:
         eps = 1e-3
         gp = model.grad_log_prior(xp.concat([t + eps * eye, t - eps * eye], axis=0))
         H = H + (gp[:d, :] - gp[d:, :]).T / (2 * eps)
     else:
-        check_model(model, methods=("grad_log_posterior",), purpose="negative_hessian")
+        if not facts.provides("grad_log_posterior"):
+            check_model(model, methods=("grad_log_posterior",), purpose="negative_hessian")  # says what is missing
         eps = 1e-5
         g = model.grad_log_posterior(xp.concat([t + eps * eye, t - eps * eye], axis=0))
         H = (g[:d, :] - g[d:, :]).T / (2 * eps)
@@ -411,13 +455,19 @@ def newton(model: Any, theta: Any, *, max_steps: int = 25, tol: float = 1e-10,
     check_model(model, methods=("log_posterior", "grad_log_posterior"), purpose="newton")
     tol = check_nonnegative(tol, "tol")
     max_steps = check_int(max_steps, "max_steps")
+    theta = _start(model, theta, "theta")[0, ...]
+    return _newton(model, model_facts(model, names=False), theta, max_steps=max_steps, tol=tol, passes=passes)
+
+
+def _newton(model: Any, facts: ModelFacts, theta: Array, *, max_steps: int = 25, tol: float = 1e-10,
+            passes: list | None = None) -> tuple[Array, int]:
+    """:func:`newton` from a checked ``(dim,)`` point of a checked model with the methods it calls."""
     count = 1  # the log density at the start
     xp = model.xp
-    theta = _start(model, theta, "theta")[0, ...]
     logp = float(model.log_posterior(theta))
     steps = 0
     for _ in range(max_steps):
-        P = negative_hessian(model, theta)
+        P = _negative_hessian(model, facts, xp.reshape(theta, (1, -1)))
         g = model.grad_log_posterior(theta)
         count += 2
         step = xp.linalg.solve(P, g[:, None])[:, 0]

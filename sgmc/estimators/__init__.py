@@ -13,21 +13,14 @@ sgmc`` does). Names may use ``-`` or ``_``. The subset and categorical draws tha
 estimators build on (:func:`subsample`, :func:`categorical`) are here for custom estimators.
 """
 
+import inspect
 from typing import Any
 
 from .._sampling import categorical, subsample
-from .._names import build, canonical
-from .._validation import did_you_mean
-from .base import (
-    EstimateInfo,
-    Estimator,
-    FullGradient,
-    GradientEstimator,
-    Minibatch,
-    NoisyGradient,
-    Prepared,
-    SupportsPrepare,
-)
+from .._names import build, registry_key
+from . import base as _base
+from .base import (EstimateInfo, Estimator, FullGradient, GradientEstimator, Minibatch, NoisyGradient, Prepared,
+                   SupportsPrepare)
 from .control_variates import SVRG, ControlVariate, ControlVariateState, SVRGState
 from .dpp import KDPP, DPPSubsampling, linear_kernel
 from .adaptive import AdaptiveControlVariate, AdaptiveControlVariatePS
@@ -40,14 +33,7 @@ from .noise import MinibatchNoise, NoiseState, SwitchingControlVariate
 from .chunked import ChunkedMinibatch
 
 __all__ = [
-    "EstimateInfo",
-    "Prepared",
-    "GradientEstimator",
-    "SupportsPrepare",
-    "Estimator",
-    "FullGradient",
-    "Minibatch",
-    "NoisyGradient",
+    *_base.__all__,
     "ControlVariate",
     "ControlVariateState",
     "SVRG",
@@ -100,29 +86,26 @@ _NO_BATCH = ("full", "noisy")
 _OWN_DEFAULT_BATCH = ("buffered",)
 
 
-def make_estimator(name: Any, model: Any, batch_size: Any = None, **options: Any) -> GradientEstimator:
+def make_estimator(name: Any, model: Any, batch_size: Any = None, *, _checked: Any = None,
+                   **options: Any) -> GradientEstimator:
     """Build an estimator from its registry name (or return a configured one unchanged).
 
     Names ignore case, and ``-`` and ``_`` are the same (``"cv_ps"``). An option the estimator does
-    not take raises ``TypeError`` naming it and the closest option the estimator takes.
+    not take raises ``TypeError`` naming it and the closest option the estimator takes. ``_checked``
+    (the :class:`~sgmc.models.base.ModelFacts` of a model already checked) goes to estimators that
+    take it, which then do not check the model again.
     """
-    if not isinstance(name, str):
-        if not isinstance(name, GradientEstimator):
-            msg = (
-                f"`estimator` must be a name in {sorted(ESTIMATORS)} or an object with init(rng, position) "
-                f"and estimate(rng, est_state, position) (sgmc.estimators.GradientEstimator); got {name!r}"
-            )
-            raise TypeError(msg)
-        return name
-    key = canonical(name, ESTIMATORS)
+    key = registry_key(name, ESTIMATORS, GradientEstimator, "estimator",
+                       "init(rng, position) and estimate(rng, est_state, position) (sgmc.estimators.GradientEstimator)")
     if key is None:
-        msg = f"unknown estimator {name!r};{did_you_mean(name, ESTIMATORS)} choose one of {sorted(ESTIMATORS)}"
-        raise ValueError(msg)
+        return name
     cls = ESTIMATORS[key]
     what = f"estimator {key!r}"
+    fixed = ("model", "batch_size", "_checked")
+    if _checked is not None and "_checked" in inspect.signature(cls).parameters:
+        options = dict(options, _checked=_checked)
     if key in _NO_BATCH:
-        return build(cls, (model,), options, what, "estimator_options", ("model",))
-    fixed = ("model", "batch_size")
+        return build(cls, (model,), options, what, "estimator_options", fixed)
     if key in _OWN_DEFAULT_BATCH:
         return build(cls, (model, batch_size), options, what, "estimator_options", fixed)
     if batch_size is None:

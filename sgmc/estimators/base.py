@@ -22,7 +22,7 @@ from .._dispatch import dispatch
 from .._keys import accept_keys
 from .._sampling import subsample_twin
 from .._validation import check_batch_size, check_nonnegative
-from ..models.base import Model, check_target, require
+from ..models.base import Model, ModelFacts, model_facts
 from ..models.transforms import Affine
 
 __all__ = [
@@ -121,8 +121,11 @@ class Estimator:
         super().__init_subclass__(**kwargs)
         accept_keys(cls, ("init", "estimate", "prepare"))
 
-    def __init__(self, model: Any):
-        self.model = check_target(model)
+    def __init__(self, model: Any, *, _checked: ModelFacts | None = None):
+        # ``_checked``: the facts of a model already checked (sgmc.sample checks it once, in
+        # sgmc._inputs); anything else is checked here
+        self._facts = _checked if isinstance(_checked, ModelFacts) else model_facts(model)
+        self.model = model
 
     def prepare(self, rng: Any, position: Array) -> Prepared:
         """Nothing to set up: this estimator, no suggested start, no cost."""
@@ -152,14 +155,15 @@ class FullGradient(Estimator):
 
     name = "full"
 
-    def __init__(self, model: Any, log_density: bool = False):
-        super().__init__(model)
+    def __init__(self, model: Any, log_density: bool = False, *, _checked: ModelFacts | None = None):
+        super().__init__(model, _checked=_checked)
+        facts = self._facts
         if log_density:
-            require(model, ("log_posterior_and_grad",), "FullGradient(log_density=True)")
+            facts.require(("log_posterior_and_grad",), "FullGradient(log_density=True)")
         elif model.n_data > 0:
-            require(model, ("grad_log_prior", "grad_log_lik_sum"), "the exact gradient")
+            facts.require(("grad_log_prior", "grad_log_lik_sum"), "the exact gradient")
         else:
-            require(model, ("grad_log_prior",), "the exact gradient")
+            facts.require(("grad_log_prior",), "the exact gradient")
         self.log_density = bool(log_density)
         self._info = EstimateInfo(model.n_data, model.n_data)
         # the log density with the gradient: one pass where the model shares the work (GLMs), two
@@ -197,13 +201,15 @@ def diff_sum(model: Any, theta: Array, centre: Array, idx: Array, weights: Array
 
 
 def _check_subsampling(model: Any, purpose: str) -> None:
-    if int(getattr(model, "n_data", 0)) < 1:
-        msg = (
-            f"{type(model).__name__} has no data to subsample ({purpose}); use estimator='full' or "
-            "NoisyGradient"
-        )
+    _can_subsample(model_facts(model), purpose)
+
+
+def _can_subsample(facts: ModelFacts, purpose: str) -> None:
+    """Raise unless the checked model has data and the methods that subsampling calls."""
+    if int(facts.n_data) < 1:
+        msg = f"{facts.kind} has no data to subsample ({purpose}); use estimator='full' or NoisyGradient"
         raise ValueError(msg)
-    require(model, ("grad_log_prior", "grad_log_lik_sum"), purpose)
+    facts.require(("grad_log_prior", "grad_log_lik_sum"), purpose)
 
 
 class Minibatch(Estimator):
@@ -224,9 +230,9 @@ class Minibatch(Estimator):
 
     name = "minibatch"
 
-    def __init__(self, model: Any, batch_size: Any, replace: bool = False):
-        super().__init__(model)
-        _check_subsampling(model, "the minibatch estimator")
+    def __init__(self, model: Any, batch_size: Any, replace: bool = False, *, _checked: ModelFacts | None = None):
+        super().__init__(model, _checked=_checked)
+        _can_subsample(self._facts, "the minibatch estimator")
         self.batch_size = check_batch_size(batch_size, model.n_data)
         self.replace = bool(replace)
         self.scale = model.n_data / self.batch_size
@@ -268,10 +274,10 @@ class NoisyGradient(Estimator):
 
     name = "noisy"
 
-    def __init__(self, model: Any, noise_sd: float):
-        super().__init__(model)
+    def __init__(self, model: Any, noise_sd: float, *, _checked: ModelFacts | None = None):
+        super().__init__(model, _checked=_checked)
         self.noise_sd = check_nonnegative(noise_sd, "noise_sd")
-        self._exact = FullGradient(model)
+        self._exact = FullGradient(model, _checked=self._facts)
         self._info = EstimateInfo(max(model.n_data, 1), model.n_data)
 
     def estimate(self, rng, est_state, position):

@@ -21,13 +21,14 @@ import math
 import weakref
 from typing import Any, NamedTuple
 
+from .. import backends
 from .._array_api import Array, check_finite, is_array
 from .._dispatch import native
 from .._flow import when
 from .._keys import tracing
 from .._validation import check_batch_size, check_choice, check_int
-from ..models.base import check_compatible
-from ..optimize import _can_polish, find_mode, mode_gap_cost, newton, warn_if_not_mode
+from ..models.base import ModelFacts, check_compatible, model_facts
+from ..optimize import _find_mode, _gap_cost, _newton, _polishable, _start, _warn_if_not_mode
 from .base import EstimateInfo, Estimator, Minibatch, Prepared, diff_sum
 
 __all__ = ["ControlVariate", "ControlVariateState", "SVRG", "SVRGState", "centre_residuals"]
@@ -135,9 +136,10 @@ class ControlVariate(Estimator):
         opt_batch_size: Any = None,
         polish: bool | None = None,
         replace: bool = False,
+        _checked: ModelFacts | None = None,
     ):
-        super().__init__(model)
-        self._mb = Minibatch(model, batch_size, replace=replace)
+        super().__init__(model, _checked=_checked)
+        self._mb = Minibatch(model, batch_size, replace=replace, _checked=self._facts)
         self.batch_size = self._mb.batch_size
         self.scale = self._mb.scale
         self.replace = bool(replace)
@@ -171,8 +173,11 @@ class ControlVariate(Estimator):
         return ControlVariate(
             self.model, self.batch_size, centre, optimizer=self.optimizer, opt_steps=self.opt_steps,
             opt_step_size=self.opt_step_size, opt_batch_size=self.opt_batch_size, polish=self.polish,
-            replace=self.replace,
+            replace=self.replace, _checked=self._checked_facts(),
         )
+
+    def _checked_facts(self) -> ModelFacts | None:
+        return getattr(self, "_facts", None)  # (absent from estimators stored by older versions)
 
     def prepare(self, rng: Any, position: Array) -> Prepared:
         """Find the centre from the first chain's position unless one was given; suggest it as the start.
@@ -188,30 +193,35 @@ class ControlVariate(Estimator):
         """
         est, cost = self, 0.0
         if self.centre is None:
-            m = self.model
-            mode = find_mode(
-                m, rng, position[0, :], method=self.optimizer, n_steps=self.opt_steps,
-                step_size=self.opt_step_size, batch_size=self.opt_batch_size, polish=False, check=False,
+            m, facts = self.model, self._checked_facts() or model_facts(self.model, names=False)
+            # the model was checked when this estimator was made: the search takes its facts
+            start = _start(m, position[0, :])
+            rng = backends.default_rng(rng, backend=backends.get_backend(m.xp), device=m.device)
+            mode = _find_mode(
+                m, facts, rng, start, method=self.optimizer,
+                n_steps=self.opt_steps, step_size=self.opt_step_size, batch_size=self.opt_batch_size, polish=False,
+                check=False,
             )
             cost = float(self.opt_steps * self.opt_batch_size)
-            polish = _can_polish(m) if self.polish is None else bool(self.polish)
+            polish = _polishable(facts, m.dim) if self.polish is None else bool(self.polish)
             how = f"{self.optimizer}, {self.opt_steps} steps"
             if polish:
                 passes: list = []
-                polished, steps = newton(m, mode, passes=passes)
+                polished, steps = _newton(m, facts, mode, passes=passes)
                 if bool(m.xp.all(m.xp.isfinite(polished))):
                     mode = polished
                 cost += float(passes[0]) * m.n_data
                 how += f" and {steps} Newton steps"
             # the gradient at the centre once: for the check here and for init (with its residual table)
-            gap_passes = mode_gap_cost(m)
+            gap_passes = _gap_cost(facts, m.dim)
             terms = _centre_terms(m, mode)
             if terms is None and gap_passes >= 1.0:  # no one-pass native: the gradient alone, kept for init
                 terms = (m.grad_log_lik_sum(m.xp.reshape(mode, (1, -1))), None)
             grad = None
             if terms is not None:
                 grad = m.grad_log_prior(m.xp.reshape(mode, (1, -1))) + terms[0]
-            warn_if_not_mode(m, mode, 1.0, how, grad=grad)
+                check_finite(m.xp, grad, "grad")
+            _warn_if_not_mode(m, facts, mode, 1.0, how, grad=grad)
             est = self.with_centre(mode)
             if terms is not None and gap_passes >= 1.0:
                 gap_passes -= 1.0  # the check took the gradient from the pass counted here
@@ -278,9 +288,10 @@ class SVRG(Estimator):
 
     name = "svrg"
 
-    def __init__(self, model: Any, batch_size: Any, update_every: int | None = None, replace: bool = False):
-        super().__init__(model)
-        self._mb = Minibatch(model, batch_size, replace=replace)
+    def __init__(self, model: Any, batch_size: Any, update_every: int | None = None, replace: bool = False, *,
+                 _checked: ModelFacts | None = None):
+        super().__init__(model, _checked=_checked)
+        self._mb = Minibatch(model, batch_size, replace=replace, _checked=self._facts)
         self.batch_size = self._mb.batch_size
         self.scale = self._mb.scale
         if update_every is None:

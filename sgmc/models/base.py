@@ -67,7 +67,7 @@ component checks for exactly that, with an error that names the missing method:
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .. import backends
 from .._array_api import (
@@ -80,7 +80,7 @@ from .._array_api import (
     is_array,
     namespace_name,
 )
-from .._param_names import check_param_names, model_param_names
+from .._param_names import check_param_names, names_given
 
 __all__ = [
     "Target",
@@ -90,6 +90,8 @@ __all__ = [
     "as_data_array",
     "check_compatible",
     "check_target",
+    "model_facts",
+    "ModelFacts",
     "require",
     "provides",
     "on_backend",
@@ -149,39 +151,115 @@ def _placeholder(fn):
     return fn
 
 
+def _works(attr: Any) -> bool:
+    """Whether a model attribute is a working method (not missing, not the base class's placeholder)."""
+    return callable(attr) and not getattr(attr, "_sgmc_placeholder", False)
+
+
 def provides(model: Any, name: str) -> bool:
     """True when ``model`` has a working method ``name`` (not the base class's placeholder)."""
-    attr = getattr(model, name, None)
-    return callable(attr) and not getattr(attr, "_sgmc_placeholder", False)
+    return _works(getattr(model, name, None))
+
+
+def _refuse(kind: str, missing: list, reasons: set, purpose: str) -> None:
+    msg = (
+        f"{purpose} needs the model method(s) {', '.join(missing)}, which "
+        f"{kind} does not provide; implement them (see sgmc.models.Model) or "
+        "choose a method that does not need them"
+    )
+    why = set(reasons) - {""}
+    if why:  # a placeholder that knows why the method is absent (e.g. data read from disk)
+        msg += " (" + "; ".join(sorted(why)) + ")"
+    raise TypeError(msg)
 
 
 def require(model: Any, names: tuple[str, ...], purpose: str) -> None:
     """Raise ``TypeError`` naming every method of ``names`` that ``model`` lacks for ``purpose``."""
     missing = [n for n in names if not provides(model, n)]
     if missing:
-        msg = (
-            f"{purpose} needs the model method(s) {', '.join(missing)}, which "
-            f"{type(model).__name__} does not provide; implement them (see sgmc.models.Model) or "
-            "choose a method that does not need them"
-        )
-        why = {getattr(getattr(model, n, None), "_sgmc_reason", "") for n in missing} - {""}
-        if why:  # a placeholder that knows why the method is absent (e.g. data read from disk)
-            msg += " (" + "; ".join(sorted(why)) + ")"
-        raise TypeError(msg)
+        _refuse(type(model).__name__, missing,
+                {getattr(getattr(model, n, None), "_sgmc_reason", "") for n in missing}, purpose)
 
 
-def check_target(model: Any, name: str = "model") -> Any:
-    """Check that ``model`` has the :class:`Target` attributes; return it."""
-    missing = [a for a in ("xp", "dim", "dtype") if not hasattr(model, a)]
+#: The protocol's methods whose presence :func:`model_facts` records (the ones components ask for).
+PROTOCOL_METHODS = (
+    "log_prior", "grad_log_prior", "log_lik", "grad_log_lik", "grad_log_lik_sum", "grad_log_lik_diff_sum",
+    "log_posterior", "grad_log_posterior", "log_posterior_and_grad", "log_lik_total", "hess_log_lik",
+    "hess_log_lik_sum", "lipschitz", "prior_lipschitz", "lipschitz_constant",
+)
+
+
+class ModelFacts(NamedTuple):
+    """What checking a model found, so that later components need not look at it again.
+
+    Attributes
+    ----------
+    kind : str
+        The model's class name (for messages).
+    n_data : Any
+        Its ``n_data`` attribute (0 when it has none).
+    names : tuple of str or None
+        Its checked ``param_names`` (None when it has none).
+    methods : frozenset of str
+        The methods of :data:`PROTOCOL_METHODS` that work on it.
+    reasons : tuple of (str, str)
+        ``(method, why)`` for absent methods whose placeholder says why.
+    """
+
+    kind: str
+    n_data: Any
+    names: tuple | None
+    methods: frozenset
+    reasons: tuple
+
+    def provides(self, name: str) -> bool:
+        """:func:`provides` for the checked model."""
+        if name not in PROTOCOL_METHODS:
+            msg = f"`name`: {name!r} is not one of the recorded protocol methods {PROTOCOL_METHODS}"
+            raise ValueError(msg)
+        return name in self.methods
+
+    def require(self, names: tuple[str, ...], purpose: str) -> None:
+        """:func:`require` for the checked model."""
+        missing = [n for n in names if not self.provides(n)]
+        if missing:
+            why = dict(self.reasons)
+            _refuse(self.kind, missing, {why.get(n, "") for n in missing}, purpose)
+
+
+def model_facts(model: Any, name: str = "model", *, names: bool = True) -> ModelFacts:
+    """Check that ``model`` has the :class:`Target` attributes and valid ``param_names``; return its facts.
+
+    The one check of a model on its way into a run: components built with the returned
+    :class:`ModelFacts` ask it, not the model, which methods it has. ``names=False`` leaves
+    ``param_names`` unread (``facts.names`` is None), for functions that do not use them.
+    """
+    missing = []
+    for attr in ("xp", "dim", "dtype"):
+        if not hasattr(model, attr):
+            missing.append(attr)
     if missing:
         msg = (
             f"`{name}` must follow the sgmc model protocol (sgmc.models.Target); "
             f"{type(model).__name__} lacks {', '.join(missing)}"
         )
         raise TypeError(msg)
-    names = model_param_names(model)
-    if names is not None:  # checked before a run, not after it
-        check_param_names(names, model.dim, what=f"{name}.param_names")
+    given = names_given(getattr(model, "param_names", None)) if names else None
+    if given is not None:  # checked before a run, not after it
+        given = check_param_names(given, model.dim, what=f"{name}.param_names")
+    methods, reasons = set(), []
+    for method in PROTOCOL_METHODS:
+        attr = getattr(model, method, None)
+        if _works(attr):
+            methods.add(method)
+        elif getattr(attr, "_sgmc_reason", ""):
+            reasons.append((method, attr._sgmc_reason))
+    return ModelFacts(type(model).__name__, getattr(model, "n_data", 0), given, frozenset(methods), tuple(reasons))
+
+
+def check_target(model: Any, name: str = "model") -> Any:
+    """Check that ``model`` has the :class:`Target` attributes; return it."""
+    model_facts(model, name)
     return model
 
 

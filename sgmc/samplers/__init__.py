@@ -12,8 +12,7 @@ sizes use the review's convention: SGLD is theta' = theta + (h/2) g + N(0, h I).
 
 from typing import Any
 
-from .._names import build, canonical
-from .._validation import did_you_mean
+from .._names import build, registry_key
 from .base import (
     Sampler,
     SamplerBase,
@@ -58,18 +57,10 @@ def make_sampler(name: Any, model: Any = None, **options: Any) -> Sampler:
     Names ignore case, and ``-`` and ``_`` are the same (``"sgld-corrected"``). An option the sampler
     does not take raises ``TypeError`` naming it and the closest option the sampler takes.
     """
-    if not isinstance(name, str):
-        if not isinstance(name, Sampler):
-            msg = (
-                f"`sampler` must be a name in {sorted(SAMPLERS)} or an object with init, step, name, exact "
-                f"and needs_log_density (sgmc.samplers.Sampler); got {name!r}"
-            )
-            raise TypeError(msg)
-        return name
-    key = canonical(name, SAMPLERS)
+    key = registry_key(name, SAMPLERS, Sampler, "sampler",
+                       "init, step, name, exact and needs_log_density (sgmc.samplers.Sampler)")
     if key is None:
-        msg = f"unknown sampler {name!r};{did_you_mean(name, SAMPLERS)} choose one of {sorted(SAMPLERS)}"
-        raise ValueError(msg)
+        return name
     options = dict(options)
     fixed = ()
     if key == "psgld" and model is not None:
