@@ -241,18 +241,7 @@ def native_table() -> dict:
     """The CUDA fast paths by dispatch name (see the module docstring)."""
     from . import _native
 
-    names = (
-        "resample_systematic",
-        "resample_stratified",
-        "resample_multinomial",
-        "resample_residual",
-        "stein_row_sums",
-        "glm_grad_log_lik_sum",
-        "glm_grad_log_lik_diff_sum",
-        "stochvol_step",
-        "subsample",
-    )
-    return {name: _kernel_path(getattr(_native, name)) for name in names}
+    return {name: _kernel_path(getattr(_native, name)) for name in _native.KERNELS}
 
 
 def make_backend() -> Backend:

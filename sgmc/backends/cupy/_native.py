@@ -15,12 +15,8 @@ import numpy as np
 
 from ..._distinct import oversample
 
-__all__ = [
-    "NULL",
-    "STEIN_MAX_DIM",
-    "STEIN_MAX_DIMS",
-    "stein_max_dim",
-    "stein_block",
+#: The functions the backend's native table offers, by their dispatch names.
+KERNELS = (
     "resample_systematic",
     "resample_stratified",
     "resample_multinomial",
@@ -30,7 +26,9 @@ __all__ = [
     "glm_grad_log_lik_diff_sum",
     "stochvol_step",
     "subsample",
-]
+)
+
+__all__ = ["NULL", "STEIN_MAX_DIM", "STEIN_MAX_DIMS", "KERNELS", "stein_max_dim", "stein_block", *KERNELS]
 
 _THREADS = 256  # one-thread-per-element kernels
 
