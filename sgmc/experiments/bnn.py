@@ -109,15 +109,7 @@ def _library_centre(model: Any, init: np.ndarray, n_steps: int, lr0: Any, batch:
     cond = Conditional(model, free, np.zeros(model.dim))
     w, info = library_centre(cond, np.asarray(init, dtype=float)[free], rng, n_steps=n_steps, step_size=lr0,
                              batch_size=batch)
-    out = cond.full(w)
-    lo = 0
-    for j, m in enumerate(model.sizes):
-        out[model.dim - 4 + j] = math.log((0.5 * m + 1.0) / (1.0 + 0.5 * float(np.sum(out[lo:lo + m] ** 2))))
-        lo += m
-    if not np.all(np.isfinite(out)):
-        msg = f"the search for the control variates' centre diverged; give a smaller `sgd_step` (was {lr0})"
-        raise FloatingPointError(msg)
-    return out, info
+    return _precision_modes(model, cond.full(w), lr0, "the search"), info
 
 
 def _joint_control(model: Any, init: np.ndarray, n_steps: int, lr0: Any, batch: int, rng: Any) -> tuple:
@@ -150,13 +142,20 @@ def _sgd_centre(model: Any, init: np.ndarray, n_steps: int, lr0: float, batch: i
         theta = theta + lr0 / math.sqrt(1.0 + k / 100.0) * g[0]
         if k >= half:
             avg += theta
-    out = avg / max(1, n_steps - half)
+    return _precision_modes(model, avg / max(1, n_steps - half), lr0, "the SGD search")
+
+
+def _precision_modes(model: Any, out: np.ndarray, lr0: Any, search: str) -> np.ndarray:
+    """``out`` with each log precision set to its mode given the weights, log((m / 2 + 1) / (1 + |w|^2 / 2)).
+
+    Raises ``FloatingPointError`` naming ``search`` and ``sgd_step`` when the centre is not finite.
+    """
     lo = 0
     for j, m in enumerate(model.sizes):
         out[model.dim - 4 + j] = math.log((0.5 * m + 1.0) / (1.0 + 0.5 * float(np.sum(out[lo:lo + m] ** 2))))
         lo += m
     if not np.all(np.isfinite(out)):
-        msg = f"the SGD search for the control variates' centre diverged; lower `sgd_step` (was {lr0})"
+        msg = f"{search} for the control variates' centre diverged; give a smaller `sgd_step` (was {lr0})"
         raise FloatingPointError(msg)
     return out
 
