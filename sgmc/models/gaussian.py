@@ -84,6 +84,7 @@ def _grad_log_normal(theta: Array, mean: Array, precision: Array) -> Array:
     return -(theta - mean) @ precision
 
 
+# Its backend and param_names are documented again in GaussianTarget: each class's help stands alone.
 class Gaussian(Model):
     """Mean of Gaussian data with known covariance: y_i ~ N(theta, cov), theta ~ N(prior_mean, prior_cov).
 
