@@ -19,6 +19,7 @@ more than ``gap_tol`` standard deviations from the mode.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Any, NamedTuple
@@ -254,15 +255,20 @@ def _find_mode(model: Any, facts: ModelFacts, rng: Any, theta: Array, *, method:
 
 
 def _can_polish(model: Any) -> bool:
-    return _polishable(model_facts(model, names=False), model.dim)
+    return int(model.n_data) > 0 and _polishes(model.n_data, model.dim, functools.partial(provides, model))
 
 
 def _polishable(facts: ModelFacts, dim: int) -> bool:
-    """Whether Newton steps polish a mode search by default (:data:`POLISH_MAX_DIM`, exact Hessians)."""
+    """:func:`_can_polish` for a checked model of dimension ``dim``."""
+    return _polishes(facts.n_data, dim, facts.provides)
+
+
+def _polishes(n_data: Any, dim: int, has: Any) -> bool:
+    """Whether Newton steps polish a mode search by default: data, ``dim <= POLISH_MAX_DIM``, exact Hessians."""
     return (
-        int(facts.n_data) > 0
+        int(n_data) > 0
         and dim <= POLISH_MAX_DIM
-        and all(facts.provides(n) for n in ("hess_log_lik", "log_posterior", "grad_log_posterior", "grad_log_prior"))
+        and all(has(n) for n in ("hess_log_lik", "log_posterior", "grad_log_posterior", "grad_log_prior"))
     )
 
 

@@ -12,7 +12,9 @@ import ast
 import collections
 import dataclasses
 import importlib
+import importlib.util
 import inspect
+import pathlib
 import pickle
 import warnings
 import pkgutil
@@ -156,3 +158,25 @@ def test_sample_is_a_short_pipeline():
     n = _body_lines(sgmc.run.sample)
     assert n <= 60, f"sample's body has {n} lines"
     assert _body_lines(sgmc.run.resume) <= 10
+
+
+def _corridor():
+    """docs/corridor_count.py, the measurement of docs/architecture.md, as a module."""
+    path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "corridor_count.py"
+    spec = importlib.util.spec_from_file_location("corridor_count", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sample_checks_the_model_once_on_the_way_to_the_first_step():
+    # commit 720b6a8 passed the model through 19 places (minibatch) and 104 (cv) before the first
+    # iteration, checking it again in every estimator and every optimize function: at most half now
+    count = _corridor().count_places
+    mb, cv = count("minibatch"), count("cv")
+    assert mb["places"] <= 9, mb["list"]
+    assert cv["places"] <= 52, cv["list"]
+    for got in (mb, cv):
+        called = [p.split(":")[1] for p in got["list"]]
+        assert called.count("model_facts") == 1, got["list"]
+        assert not {"check_target", "require", "check_model", "provides", "model_param_names"} & set(called)

@@ -201,7 +201,7 @@ def diff_sum(model: Any, theta: Array, centre: Array, idx: Array, weights: Array
 
 
 def _check_subsampling(model: Any, purpose: str) -> None:
-    _can_subsample(model_facts(model), purpose)
+    _can_subsample(model_facts(model, names=False), purpose)
 
 
 def _can_subsample(facts: ModelFacts, purpose: str) -> None:
