@@ -34,8 +34,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of, float_dtype
+from .._array_api import Array, array_namespace, device_of
 from ..samplers.scir import gamma_draws
+from ._data import data_matrix
 from ._special import multi_psi_pair, multidigamma
 from .niw import from_params, log_t_nodes, to_params
 
@@ -126,13 +127,7 @@ class StudentTMixtureModel:
 
     def __init__(self, y: Array, nu: Any = 5.0, *, mu0: Any = None, kappa0: float = 0.1, nu0: Any = None,
                  Psi0: Any = None, resolution: float = 1.0):
-        xp = array_namespace(y)
-        if getattr(y, "ndim", None) != 2 or y.shape[0] < 1 or y.shape[1] < 1:
-            msg = f"`y` must be a 2-D array (N points, d dimensions) with N, d >= 1; got shape {tuple(getattr(y, 'shape', ()))}"
-            raise ValueError(msg)
-        dtype = float_dtype(xp, y, names=("y",))
-        y = as_float_array(xp, y, dtype, "y")
-        check_finite(xp, y, "y")
+        xp, y, dtype = data_matrix(y, "N points, d dimensions")
         N, d = y.shape
         dev = device_of(y)
         if nu is not None:

@@ -31,7 +31,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._array_api import Array, array_namespace, as_float_array, check_finite, device_of, float_dtype
+from .._array_api import Array, array_namespace, device_of
+from ._data import data_matrix
 from ._scan import affine_scan, mobius_scan
 
 __all__ = ["TimeSeriesClusterModel", "scalar_filter", "smoothed_differences", "eta_moments", "simulate_timeseries"]
@@ -209,17 +210,8 @@ class TimeSeriesClusterModel:
 
     def __init__(self, y: Array, a: Any = 0.95, lam: Any = 1.0, sigma_x2: Any = 0.01, sigma_y2: Any = 1.0,
                  p0: Any = 1.0):
-        xp = array_namespace(y)
-        if getattr(y, "ndim", None) != 2:
-            msg = f"`y` must be a 2-D array (N series, T times); got shape {tuple(getattr(y, 'shape', ()))}"
-            raise ValueError(msg)
-        dtype = float_dtype(xp, y, names=("y",))
-        y = as_float_array(xp, y, dtype, "y")
-        check_finite(xp, y, "y")
+        xp, y, dtype = data_matrix(y, "N series, T times")
         N, T = y.shape
-        if N < 1 or T < 1:
-            msg = f"`y` must have at least one series and one time; got shape {(N, T)}"
-            raise ValueError(msg)
         dev = device_of(y)
         self.xp, self.device, self.dtype = xp, dev, dtype
         self.y = y
