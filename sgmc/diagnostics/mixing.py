@@ -45,9 +45,9 @@ import warnings
 from typing import Any, NamedTuple
 
 from .. import backends
-from .._array_api import Array, array_namespace, device_of
+from .._array_api import Array, device_of
 from .ess import ess_of, rhat_of
-from .runaway import STEIN_SAMPLERS, stein_spread
+from .runaway import STEIN_SAMPLERS, draws_backend, stein_spread
 
 #: The host backend, where the verdict is computed; fixed, so looked up once.
 _HOST = backends.get_backend("numpy")
@@ -155,11 +155,7 @@ def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_m
     >>> v.mixed, sorted({r["check"] for r in v.reasons})
     (False, ['rhat', 'stuck'])
     """
-    xp = array_namespace(draws) if backend is None else backend.xp
-    to_host = backends.to_numpy if backend is None else backend.to_host
-    if draws.ndim != 3:
-        msg = f"`draws` must have shape (chains, n, dim); got {tuple(draws.shape)}"
-        raise ValueError(msg)
+    xp, to_host = draws_backend(draws, backend)
     chains, n, dim = (int(v) for v in draws.shape)
     if chains * n < min_draws or n < 4:
         return Mixing(None, [], None, None, None, chains, n)

@@ -89,6 +89,16 @@ class Runaway(NamedTuple):
     factor: float
 
 
+def draws_backend(draws: Array, backend: Any = None) -> tuple:
+    """``(xp, to_host)`` for ``draws`` (chains, n, dim), its shape checked: ``backend``'s when given (a run's plan)."""
+    xp = array_namespace(draws) if backend is None else backend.xp
+    to_host = backends.to_numpy if backend is None else backend.to_host
+    if draws.ndim != 3:
+        msg = f"`draws` must have shape (chains, n, dim); got {tuple(draws.shape)}"
+        raise ValueError(msg)
+    return xp, to_host
+
+
 def find_runaway(draws: Array, iterations: Any, *, centre: Array | None = None, precision: Array | None = None,
                  growth: float = GROWTH, scale: float = SCALE, backend: Any = None) -> list:
     """The chains of ``draws`` that run away (see the module docstring), at most one finding per chain.
@@ -125,11 +135,7 @@ def find_runaway(draws: Array, iterations: Any, *, centre: Array | None = None, 
     >>> [(r.chain, r.kind) for r in find_runaway(grows, range(1600))]
     [(0, 'growth'), (1, 'growth')]
     """
-    xp = array_namespace(draws) if backend is None else backend.xp
-    to_host = backends.to_numpy if backend is None else backend.to_host
-    if draws.ndim != 3:
-        msg = f"`draws` must have shape (chains, n, dim); got {tuple(draws.shape)}"
-        raise ValueError(msg)
+    xp, to_host = draws_backend(draws, backend)
     its = [int(i) for i in iterations]
     chains, n, dim = (int(s) for s in draws.shape)
     if len(its) != n:
@@ -224,8 +230,10 @@ class Watch:
         self.centre = None
         if resume is not None and resume.j and self.stein:
             self.centre = xp.asarray(resume.draws[:, 0, :], copy=True)
-        self._dot = getattr(xp, "vecdot", None) or (lambda a, b: xp.sum(a * b, axis=-1))
         self._summed = summed_blocks(namespace_name(xp))
+        # JAX's eager vecdot traces a vmap at every call: a compiled block's rows take the plain sum
+        vecdot = None if self._summed else getattr(xp, "vecdot", None)
+        self._dot = vecdot or (lambda a, b: xp.sum(a * b, axis=-1))
         self.m, self.s, self.n = None, None, 0
         self._zero = {"abs_max": 0.0, "stein": 0, "stein_n": 0} if self.stein else {"abs_max": 0.0}
 
@@ -266,6 +274,29 @@ class Watch:
         for t in range(n - first):  # in iteration order, as the one-step loop adds them
             self.s = u[t, ...] if self.n == 0 else self.s + u[t, ...]
             self.n += 1
+
+    def block_args(self, k: int) -> tuple:
+        """``(c, start - k, stein)`` for a compiled block from iteration ``k`` that computes :meth:`window`'s input."""
+        return self.centre, self.start - k, self.stein
+
+    def window(self, k: int, a: int, b: int, stats: tuple, w: int, positions: Array) -> None:
+        """Fold in iterations ``a .. b - 1``, window ``w`` of a block from ``k``, from the block's statistics.
+
+        ``stats`` are ``(abs_max, stein)`` per window (windows, chains) as the block computed them with
+        :meth:`block_args`; ``positions`` (iterations, chains, dim) are the block's, for the centre.
+        """
+        xp = self.xp
+        ab = stats[0][w, ...][:, None]
+        self.m = ab if self.m is None else xp.maximum(self.m, ab)
+        if not self.stein:
+            return
+        if a <= self.start < b:
+            self.centre = xp.asarray(positions[self.start - k, ...], copy=True)
+        n = b - max(a, self.start + 1)
+        if n > 0:
+            u = stats[1][w, ...]
+            self.s = u if self.n == 0 else self.s + u
+            self.n += n
 
     def plain(self, info: Any) -> Any:
         """``info`` with the zeros of an iteration inside a window."""
