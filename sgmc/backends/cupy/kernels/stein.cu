@@ -121,6 +121,7 @@ __device__ void stein_rows(const T* __restrict__ x, const T* __restrict__ u, con
     }
 }
 
+// The entry points are written out, not made by a macro: kernel_names() and the tests' CPU emulator read them.
 extern "C" __global__ void stein_joint_f64(const double* x, const double* u, const double* s, const double* diag,
                                            double* rows, double* partial, long long n, double c2, double beta,
                                            double tr, int half) {
