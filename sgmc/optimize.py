@@ -168,12 +168,13 @@ def find_mode(
     Examples
     --------
     >>> import numpy as np
+    >>> from sgmc.datasets import linear_regression_data
     >>> from sgmc.models import LinearRegression
     >>> from sgmc.optimize import find_mode
-    >>> r = np.random.default_rng(0)
-    >>> X = r.normal(size=(2000, 2)); y = X @ np.array([1.0, -1.0]) + r.normal(size=2000)
-    >>> np.round(find_mode(LinearRegression(X, y), 0, np.zeros(2), n_steps=1000), 1)
-    array([ 1., -1.])
+    >>> data = linear_regression_data(n=2000, dim=2, n_test=1, rng=0)
+    >>> model = LinearRegression(data.X, data.y)
+    >>> bool(np.allclose(find_mode(model, 0, np.zeros(2), n_steps=1000), model.posterior()[0], atol=0.02))
+    True
     """
     check_choice(method, "method", ("adam", "sgd"))
     if not isinstance(progress, (bool, str)):
@@ -299,12 +300,11 @@ def mode_gap(model: Any, theta: Any, grad: Any = None, *, details: bool = False)
 
     Examples
     --------
-    >>> import numpy as np
+    >>> from sgmc.datasets import linear_regression_data
     >>> from sgmc.models import LinearRegression
     >>> from sgmc.optimize import mode_gap
-    >>> r = np.random.default_rng(0)
-    >>> X = r.normal(size=(500, 2)); y = X @ np.array([1.0, -1.0]) + r.normal(size=500)
-    >>> model = LinearRegression(X, y)
+    >>> data = linear_regression_data(n=500, dim=2, n_test=1, rng=0)
+    >>> model = LinearRegression(data.X, data.y)
     >>> mode = model.posterior()[0]
     >>> mode_gap(model, mode) < 1e-6, mode_gap(model, mode + 1.0) > 10
     (True, True)
@@ -596,15 +596,14 @@ def laplace(model: Any, rng: Any, *, init: Any = None, batch_size: Any = None, n
 
     Examples
     --------
-    >>> import numpy as np
+    >>> from sgmc.datasets import linear_regression_data
     >>> from sgmc.models import LinearRegression
     >>> from sgmc.optimize import laplace
-    >>> r = np.random.default_rng(0)
-    >>> X = r.normal(size=(500, 2)); y = X @ np.array([1.0, -1.0]) + r.normal(size=500)
-    >>> model = LinearRegression(X, y)
-    >>> fit = laplace(model, 0)
-    >>> bool(np.allclose(fit.mode, model.posterior()[0]))
-    True
+    >>> data = linear_regression_data(n=500, dim=2, n_test=1, rng=1)
+    >>> fit = laplace(LinearRegression(data.X, data.y), 0)
+    >>> mean, cov = LinearRegression(data.X, data.y).posterior()
+    >>> bool(abs(fit.mode - mean).max() < 1e-6), fit.precision.shape
+    (True, (2, 2))
     """
     xp = check_model(model).xp
     start = xp.zeros((model.dim,), dtype=model.dtype, device=model.device) if init is None else init
