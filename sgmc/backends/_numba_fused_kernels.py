@@ -45,6 +45,7 @@ def _axpy(acc, v, X, row):
 @nb.njit(**_FAST)
 def _rows_dot(X, rows, th, out):
     """``out[b] = X[rows[b]] . th``, four rows at a time (independent sums, many loads in flight)."""
+    # unrolled by four as _rows_sum, written out: four dot products here, one update of four rows there
     n = rows.shape[0]
     b = 0
     while b + 4 <= n:
@@ -66,6 +67,7 @@ def _rows_dot(X, rows, th, out):
 @nb.njit(**_FAST)
 def _rows_sum(X, rows, v, acc):
     """``acc += sum_b v[b] X[rows[b]]``, four rows per update of ``acc``."""
+    # unrolled by four as _rows_dot, written out: one update of four rows here, four dot products there
     n = rows.shape[0]
     b = 0
     while b + 4 <= n:
@@ -104,6 +106,7 @@ TERMS_ROW_DIM = 32
 @nb.njit(**_FAST)
 def _block_dot4(X, start, stop, th, out):
     """``out[i - start] = X[i] . th`` for the rows ``start:stop``, four (short) rows at a time."""
+    # _rows_dot on consecutive rows, written out: no index array to read (and _block_sum4 its transpose)
     i = start
     while i + 4 <= stop:
         a0 = a1 = a2 = a3 = 0.0
@@ -122,6 +125,7 @@ def _block_dot4(X, start, stop, th, out):
 @nb.njit(**_FAST)
 def _block_sum4(X, start, stop, v, acc):
     """``acc += sum_i v[i - start] X[i]`` over the rows ``start:stop``, four (short) rows per update."""
+    # _rows_sum on consecutive rows, written out: no index array to read (and _block_dot4 its transpose)
     i = start
     while i + 4 <= stop:
         b = i - start

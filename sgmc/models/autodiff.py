@@ -21,6 +21,7 @@ __all__ = ["from_torch", "TorchModel"]
 
 
 def _torch():
+    # as _jax() in autodiff_jax.py: each names its own backend module in a plain import, which the import checks read
     try:
         from ..backends import _torch as torch_backend  # the one module that imports torch
     except ImportError as exc:  # pragma: no cover - torch is a test dependency

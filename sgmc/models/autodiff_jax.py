@@ -23,6 +23,7 @@ __all__ = ["from_jax", "JaxModel"]
 
 
 def _jax():
+    # as _torch() in autodiff.py: each names its own backend module in a plain import, which the import checks read
     try:
         from ..backends import _jax as jax_backend  # the one module that imports jax
     except ImportError as exc:  # pragma: no cover - jax is a test dependency
