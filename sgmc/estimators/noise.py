@@ -34,6 +34,7 @@ class NoiseState(NamedTuple):
     v_hat: Array | None
 
 
+# Its docstring example repeats VollmerSGLD's and SAGA's set-up: each class's help runs on its own.
 class MinibatchNoise(Estimator):
     """Minibatch gradient plus an estimate V_hat of its error covariance from the same minibatch.
 

@@ -73,6 +73,7 @@ def set_rows(table: Array, rows_idx: Array, rows: Array) -> Array:
     return set_rows_twin(table, rows_idx, rows)
 
 
+# Its docstring example repeats MinibatchNoise's set-up: each class's help runs on its own.
 class SAGA(Estimator):
     """SAGA: per-chain tables of per-datum gradients (Dubey et al. 2016).
 

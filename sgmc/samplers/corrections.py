@@ -24,6 +24,7 @@ from .metrics import matvec, sym_sqrt
 __all__ = ["VollmerSGLD", "SGHMCCorrected", "NoiseCorrectionError", "noise_estimate_of"]
 
 
+# Its docstring example repeats MinibatchNoise's set-up: each class's help runs on its own.
 class VollmerSGLD(SamplerBase):
     """SGLD whose injected noise is N(0, h I - (h^2/4) V_hat), V_hat the estimated gradient-noise covariance.
 

@@ -26,6 +26,7 @@ class LangevinState(NamedTuple):
     est_state: Any
 
 
+# Its docstring example repeats the other samplers' set-up: each class's help runs on its own.
 class SGLD(SamplerBase):
     """Stochastic gradient Langevin dynamics: theta' = theta + (h/2) g + sqrt(h) Z.
 
@@ -178,6 +179,7 @@ class MALAState(NamedTuple):
     log_density: Array
 
 
+# Its docstring example repeats the other samplers' set-up: each class's help runs on its own.
 class MALA(SamplerBase):
     """Metropolis-adjusted Langevin algorithm: an exact reference sampler.
 

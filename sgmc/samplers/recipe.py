@@ -50,6 +50,7 @@ def _check_matrix(value: Any, name: str) -> Any:
     return value
 
 
+# Its docstring example repeats the other samplers' set-up: each class's help runs on its own.
 class Recipe(SamplerBase):
     """A sampler from user-supplied D(zeta) and Q(zeta) (the complete recipe of Ma et al. 2015).
 

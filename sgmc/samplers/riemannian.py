@@ -72,6 +72,7 @@ class _LangevinState(NamedTuple):
     est_state: Any
 
 
+# Its docstring example repeats the other samplers' set-up: each class's help runs on its own.
 class SGRLD(SamplerBase):
     """Stochastic gradient Riemannian Langevin dynamics with a metric G(theta).
 
@@ -155,6 +156,7 @@ class SGRHMCState(NamedTuple):
     est_state: Any
 
 
+# Its docstring example repeats the other samplers' set-up: each class's help runs on its own.
 class SGRHMC(SamplerBase):
     """Stochastic gradient Riemannian HMC (Ma et al. 2015; review Table 1), one step per iteration.
 

@@ -58,6 +58,7 @@ class _Splitting(SamplerBase):
         return 1.0 / math.sqrt(_lambda_max(curvature))
 
 
+# Its docstring example repeats the other samplers' set-up: each class's help runs on its own.
 class BAOAB(_Splitting):
     """BAOAB splitting of underdamped Langevin dynamics (Leimkuhler and Matthews 2013).
 
@@ -131,6 +132,7 @@ class BADODABState(NamedTuple):
     est_state: Any
 
 
+# Its docstring example repeats the other samplers' set-up: each class's help runs on its own.
 class BADODAB(_Splitting):
     """BADODAB: the adaptive Langevin thermostat for noisy gradients (Leimkuhler and Shang 2016).
 
