@@ -237,6 +237,7 @@ def _squeeze(xp, *arrays):
     return tuple(None if a is None else a[:, 0, 0] for a in arrays)
 
 
+# The Kalman functions repeat one public signature and docstring layout: each takes the model by name.
 def kalman_loglik(
     A: Array,
     Q: Array,
@@ -296,6 +297,7 @@ def kalman_loglik(
     return ll
 
 
+# The Kalman functions repeat one public signature and docstring layout: each takes the model by name.
 def kalman_filter(A, Q, C, R, y, m0=None, P0=None, mask=None) -> FilterResult:
     """Kalman filter: predicted and filtered moments at every position, and the log-likelihood.
 
@@ -322,6 +324,7 @@ def kalman_filter(A, Q, C, R, y, m0=None, P0=None, mask=None) -> FilterResult:
     return FilterResult(stack[0], stack[1], stack[2], stack[3], ll)
 
 
+# The Kalman functions repeat one public signature and docstring layout: each takes the model by name.
 def kalman_smoother(A, Q, C, R, y, m0=None, P0=None, mask=None) -> SmootherResult:
     """RTS smoother: smoothed means, covariances and lag-one cross-covariances at every position.
 
@@ -358,6 +361,7 @@ def kalman_smoother(A, Q, C, R, y, m0=None, P0=None, mask=None) -> SmootherResul
     )
 
 
+# The Kalman functions repeat one public signature and docstring layout: each takes the model by name.
 def kalman_stats(
     A: Array,
     Q: Array,
@@ -462,6 +466,7 @@ def precision_grads(A: Array, Q: Array, C: Array, R: Array, stats: KalmanStats) 
     return gA, 0.5 * (gLq + mT(gLq)), gC, 0.5 * (gLr + mT(gLr))
 
 
+# The Kalman functions repeat one public signature and docstring layout: each takes the model by name.
 def kalman_grad(
     A: Array,
     Q: Array,

@@ -133,6 +133,7 @@ def _value(xp: Any, inc: _Increment) -> Array:
     return inc.mx + (xp.log(inc.tot) + inc.shift)
 
 
+# Its docstring's Returns and example repeat kalman_filter's layout: each function's help runs on its own.
 def particle_filter(
     rng: Any,
     kernel: Any,
