@@ -86,6 +86,7 @@ def _iterations(trace: Any) -> np.ndarray:
     return its if its.shape == (int(trace.draws.shape[1]),) else np.arange(int(trace.draws.shape[1]))
 
 
+# The plots document trace, params and chains again, each: every function's help stands alone.
 def plot_trace(trace: Any, params: Any = None, *, chains: Any = None, reference: Any = None):
     """Trace plot: each parameter's draws against the iteration, one line per chain.
 
@@ -159,6 +160,7 @@ def kde(x: np.ndarray, grid: np.ndarray) -> np.ndarray:
     return np.exp(-0.5 * z * z) / (bw * np.sqrt(2.0 * np.pi))
 
 
+# The plots document trace, params and chains again, each: every function's help stands alone.
 def plot_density(trace: Any, params: Any = None, *, chains: Any = None, points: int = 200):
     """Marginal posterior densities: a Gaussian kernel density estimate per chain and parameter.
 
@@ -204,6 +206,7 @@ def autocorrelation(x: np.ndarray, max_lag: int) -> np.ndarray:
     return acov / np.where(acov[:, :1] > 0, acov[:, :1], 1.0)
 
 
+# The plots document trace, params and chains again, each: every function's help stands alone.
 def plot_autocorr(trace: Any, params: Any = None, *, chains: Any = None, max_lag: int | None = None):
     """Autocorrelation of each chain's draws against the lag, one line per chain.
 
@@ -247,6 +250,7 @@ def plot_autocorr(trace: Any, params: Any = None, *, chains: Any = None, max_lag
     return fig
 
 
+# The plots document trace, params and chains again, each: every function's help stands alone.
 def plot_pair(trace: Any, params: Any = None, *, chains: Any = None, max_points: int = 2000):
     """Pair plot: scatter plots of every pair of parameters below the diagonal, histograms on it.
 
@@ -347,6 +351,7 @@ def plot_convergence(traces: Any, *, metric: str = "error", reference: Any = Non
     return fig
 
 
+# Its docstring example repeats sgmc.resume's set-up: each function's help runs on its own.
 def trace_plot(
     traces: Mapping[str, Any],
     path: str | os.PathLike,

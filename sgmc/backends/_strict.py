@@ -22,6 +22,7 @@ def _from_host(a: np.ndarray, dtype, device):
     return xp.asarray(a, device=device)
 
 
+# Every backend's make_backend fills the same Backend fields with its own values.
 def make_backend() -> Backend:
     backend = Backend(
         name="array_api_strict",

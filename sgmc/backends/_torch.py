@@ -39,6 +39,7 @@ def _on_cpu(device) -> bool:
     return torch.device(device).type == "cpu" if device is not None else True
 
 
+# Every backend's make_backend fills the same Backend fields with its own values.
 def make_backend() -> Backend:
     backend = Backend(
         name="torch",

@@ -102,6 +102,7 @@ def covariate_covariance(dim: int, rho: float = 0.4, rng: Any = 0) -> np.ndarray
     return cov
 
 
+# The simulators repeat one keyword signature (sizes, rng, backend): each public function stands alone.
 def logistic_regression_data(
     n: int = 100_000,
     dim: int = 10,
@@ -153,6 +154,7 @@ def logistic_regression_data(
     return _on_backend(SimulatedData(X, y, X_test, y_test, theta, cov), backend)
 
 
+# The simulators repeat one keyword signature (sizes, rng, backend): each public function stands alone.
 def linear_regression_data(
     n: int = 100_000,
     dim: int = 10,

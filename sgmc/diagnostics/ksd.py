@@ -41,6 +41,7 @@ def _on_backend(backend: Any, *arrays: Any) -> tuple:
     return tuple(backends.move(a, backend) if is_array(a) else a for a in arrays)
 
 
+# ksd and cumulative_ksd repeat one keyword signature and its help: each public function stands alone.
 def ksd(
     samples: Array,
     scores: Array,
@@ -123,6 +124,7 @@ def ksd(
     return xp.asarray(xp.astype(value, x.dtype), device=device_of(x))
 
 
+# ksd and cumulative_ksd repeat one keyword signature and its help: each public function stands alone.
 def cumulative_ksd(
     samples: Array,
     scores: Array,

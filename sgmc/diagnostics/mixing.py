@@ -121,6 +121,7 @@ def _coords(dim: int) -> list | None:
     return sorted({int(i * (dim - 1) / (MAX_COORDS - 1)) for i in range(MAX_COORDS)})
 
 
+# Its draws and backend parameters are documented again in find_runaway: each function's help stands alone.
 def check_mixing(draws: Array, *, stein: Any = None, stein_n: Any = None, rhat_max: float = RHAT_MAX,
                  ess_min: float = ESS_MIN, min_draws: int = MIN_DRAWS, backend: Any = None) -> Mixing:
     """The mixing verdict of ``draws`` (chains, n, dim) by the rule of the module docstring.

@@ -99,6 +99,7 @@ def draws_backend(draws: Array, backend: Any = None) -> tuple:
     return xp, to_host
 
 
+# Its draws and backend parameters are documented again in check_mixing: each function's help stands alone.
 def find_runaway(draws: Array, iterations: Any, *, centre: Array | None = None, precision: Array | None = None,
                  growth: float = GROWTH, scale: float = SCALE, backend: Any = None) -> list:
     """The chains of ``draws`` that run away (see the module docstring), at most one finding per chain.
