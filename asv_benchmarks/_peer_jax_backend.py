@@ -115,13 +115,7 @@ def jax_rows(args, peer) -> list[dict]:
                 impls["sgmc-jax"] = jax_steady
                 if "blackjax" in args.peers:
                     bj = blackjax_runner(X, y, centre, method, chains, n_iter)
-                    t0 = time.perf_counter()
-                    bj(0)
-                    first = time.perf_counter() - t0
-                    t0 = time.perf_counter()
-                    bj(0)
-                    compile_s["blackjax"] = first - (time.perf_counter() - t0)
-                    impls["blackjax"] = _timed(bj)
+                    impls["blackjax"], compile_s["blackjax"] = peer._timed_after_compile(bj)
                 threads = verify(peer.CORES)
                 times, loads = _rounds(impls, args.reps)
                 per = _per(times, n_iter * chains)

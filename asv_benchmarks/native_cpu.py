@@ -193,7 +193,7 @@ def bench_sgld32(reps: int, n_iter: int) -> dict:
     return out
 
 
-def _gflops() -> float:
+def matmul_gflops() -> float:
     """Float64 matrix-product speed on this process's cores (best of 5, CPU time)."""
     a = np.random.default_rng(0).standard_normal((2000, 2000))
     a @ a
@@ -231,7 +231,7 @@ def bench_ksd(reps: int, n: int = 20_000, dim: int = 10) -> dict:
     t = _alternate(contenders, reps if n * dim < 10**6 else min(reps, 3))
     pairs = n * (n + 1) / 2
     flops = pairs * (8 * dim + 13 + 2)
-    peak = _gflops()
+    peak = matmul_gflops()
     bound = flops / (peak * 1e9)
     return {"native_s": t["native"], "twin_s": t["twin"], "twin/native": t["twin"] / t["native"], "loop_s": t.get("loop"),
             "twin/native wall": t["wall"]["twin"] / t["wall"]["native"], "n": n, "d": dim,

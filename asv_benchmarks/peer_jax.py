@@ -318,6 +318,16 @@ def _timed(fn):
     return t
 
 
+def _timed_after_compile(fn):
+    """``(_timed(fn), compile seconds)``: ``fn(0)`` is called twice, and its first call less its second compiled."""
+    t0 = time.perf_counter()
+    fn(0)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fn(0)
+    return _timed(fn), first - (time.perf_counter() - t0)
+
+
 def _per(times, n):
     """Medians in microseconds per chain-iteration, for each clock."""
     return {k: {clk: statistics.median(v[clk]) / n * 1e6 for clk in ("wall", "cpu")} for k, v in times.items()}
@@ -348,13 +358,7 @@ def peers(args) -> tuple[list[dict], list[dict]]:
                     impls["sgmc-before"] = _timed(lambda s, orun=orun: orun(n_iter, s))
                 if "blackjax" in args.peers:
                     bj = blackjax_runner(X, y, centre, method, chains, n_iter)
-                    t0 = time.perf_counter()
-                    bj(0)
-                    first = time.perf_counter() - t0
-                    t0 = time.perf_counter()
-                    bj(0)
-                    compile_s["blackjax"] = first - (time.perf_counter() - t0)
-                    impls["blackjax"] = _timed(bj)
+                    impls["blackjax"], compile_s["blackjax"] = _timed_after_compile(bj)
                 if sj is not None:
                     first = sj.time(method, chains, n_iter, 0)[0]
                     compile_s["sgmcmcjax"] = first - sj.time(method, chains, n_iter, 0)[0]

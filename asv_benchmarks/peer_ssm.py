@@ -96,9 +96,11 @@ def with_native(on: bool, fn, sequential: bool = False):
     return run
 
 
-def hmm_rows(T: int, rounds: int, loads: list, sequential: bool) -> list:
-    from hmmlearn import hmm
+def hmm_series(T: int):
+    """The Gaussian HMM of the tables (K = 3 states, m = 2 dimensions), ``(Pi, mu, Sigma, y)`` with ``y`` (T, 2).
 
+    docs/ssm_jax_grad.py times its JAX contenders on the same series.
+    """
     rng = np.random.default_rng(0)
     K, m = 3, 2
     Pi = np.full((K, K), 0.1) + 0.7 * np.eye(K)
@@ -108,6 +110,14 @@ def hmm_rows(T: int, rounds: int, loads: list, sequential: bool) -> list:
     for t in range(1, T):
         z[t] = rng.choice(K, p=Pi[z[t - 1]])
     y = mu[z] + np.einsum("tij,tj->ti", np.linalg.cholesky(Sigma)[z], rng.standard_normal((T, m)))
+    return Pi, mu, Sigma, y
+
+
+def hmm_rows(T: int, rounds: int, loads: list, sequential: bool) -> list:
+    from hmmlearn import hmm
+
+    Pi, mu, Sigma, y = hmm_series(T)
+    K = Pi.shape[0]
     model = GaussianHMM(y, K)
     theta = model.unconstrain(HMMParams(Pi, mu, Sigma))[None]
     peer = hmm.GaussianHMM(K, covariance_type="full")

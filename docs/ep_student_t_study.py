@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from docs._results import write_results  # noqa: E402  (imported first: it records the load at start)
 
 import numpy as np  # noqa: E402
@@ -43,6 +44,8 @@ from sgmc.clustering import (StudentTMixtureModel, blocked_t_init, blocked_t_swe
                              ep_init)
 from sgmc.clustering import student_t as st_mod  # noqa: E402
 from sgmc.clustering.ep_gibbs import ep_step  # noqa: E402
+
+from test_collapsed_gibbs_refresh import log_niw_marginal  # noqa: E402  (the test's oracle)
 
 N, K, D = 6, 2, 2
 ALPHA = 1.0
@@ -58,17 +61,6 @@ def partition(z) -> int:
     return min(c, 2**N - 1 - c)
 
 
-def _log_niw_marginal(Y, W, kappa0, nu0):
-    n, d = Y.shape
-    kn = kappa0 + W.sum(1)
-    mn = (W @ Y) / kn[:, None]
-    Psin = np.eye(d) + np.einsum("mn,ni,nj->mij", W, Y, Y) - kn[:, None, None] * mn[:, :, None] * mn[:, None, :]
-    nun = nu0 + n
-    return (0.5 * d * np.log(W).sum(1) - 0.5 * n * d * np.log(np.pi) + sp.multigammaln(nun / 2, d)
-            - sp.multigammaln(nu0 / 2, d) - 0.5 * nun * np.linalg.slogdet(Psin)[1]
-            + 0.5 * d * (np.log(kappa0) - np.log(kn)))
-
-
 def exact_partitions(y, nu, draws, kappa0=0.1, nu0=D + 2.0, seed=0):
     """Exact p(partition | y) (32,), the labelings (64, N) with their probabilities, and the largest
     relative Monte Carlo error of a labeling's probability."""
@@ -76,7 +68,7 @@ def exact_partitions(y, nu, draws, kappa0=0.1, nu0=D + 2.0, seed=0):
     log_m, rel = {(): 0.0}, {(): 0.0}
     for r in range(1, N + 1):
         for S in itertools.combinations(range(N), r):
-            v = np.concatenate([_log_niw_marginal(y[list(S)], rng.gamma(nu / 2, 2 / nu, size=(draws // 4, r)),
+            v = np.concatenate([log_niw_marginal(y[list(S)], rng.gamma(nu / 2, 2 / nu, size=(draws // 4, r)),
                                                   kappa0, nu0) for _ in range(4)])
             w = np.exp(v - v.max())
             log_m[S] = v.max() + np.log(w.mean())

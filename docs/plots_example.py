@@ -12,8 +12,6 @@ Run from the repository root::
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import sys
 import tempfile
@@ -21,13 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from docs._results import write_results  # noqa: E402  (imported before measuring: the load at start)
+from docs._cli import run_cli  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import sgmc  # noqa: E402
 from sgmc import plot  # noqa: E402
-from sgmc.cli import main  # noqa: E402
 from sgmc.models import LinearRegression  # noqa: E402
 
 FIGURES = Path(__file__).resolve().parent / "figures"
@@ -72,13 +70,8 @@ def main_example() -> None:
         frame.drop(columns="intercept").to_csv(csv, index=False)
         argv = ["run", "--quick", "--no-progress", "--data", csv, "--model", "linear", "--intercept",
                 "--chains", "4", "--sampler", "sgld", "--estimator", "cv"]
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = main(argv)
-        if code != 0:
-            msg = f"sgmc {' '.join(argv)} exited with {code}"
-            raise RuntimeError(msg)
-    lines = out.getvalue().splitlines()
+        printed = run_cli(argv)
+    lines = printed.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("posterior of the coefficients"))
     head = lines[start + 1].split()
     body = []

@@ -24,8 +24,6 @@ It writes docs/results/raw_columns.json (docs/models.md names it).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import sys
 import tempfile
 import warnings
@@ -36,12 +34,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from docs._results import write_results  # noqa: E402  (imported first: the load at start)
+from docs._cli import run_cli  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 import sgmc  # noqa: E402
 from sgmc import Trace  # noqa: E402
-from sgmc.cli import main  # noqa: E402
 from sgmc.models import LinearRegression, LogisticRegression  # noqa: E402
 from sgmc.optimize import laplace  # noqa: E402
 
@@ -57,14 +55,9 @@ def command_run(folder: Path, name: str, X, y, names, model: str) -> tuple:
             "--output", str(folder / f"{name}.npz")]
     if model == "linear":
         argv += ["--model", "linear"]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(argv)
-    if code != 0:
-        msg = f"sgmc run failed on {name} (exit {code}):\n{out.getvalue()}"
-        raise RuntimeError(msg)
+    printed = run_cli(argv)
     traces = {label: Trace.load(folder / f"{name}-{label}.npz") for label in ("SGLD", "SGLD-CV")}
-    return traces, out.getvalue()
+    return traces, printed
 
 
 def raw_runs(Xi, yi, model: str) -> dict:

@@ -37,6 +37,7 @@ def samplers():
 
 def run(sampler, est, h, chains, burn, keep, seed):
     """Per-chain time averages of theta^2 (chains, 2), and of the thermostat when there is one."""
+    # tests/test_baoab.py's _simulate runs the same loop but averages rho^2 and lag products, not the thermostat
     rng = backends.default_rng(seed)
     state = sampler.init(rng, np.zeros((chains, 2)), est)
     for _ in range(burn):

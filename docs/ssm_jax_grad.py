@@ -54,6 +54,8 @@ import numpy as np  # noqa: E402
 from sgmc.ssm import GaussianHMM, HMMParams, kalman_grad, kalman_loglik  # noqa: E402
 from sgmc.ssm import hmm as hmm_mod  # noqa: E402
 
+from peer_ssm import hmm_series  # noqa: E402
+
 
 def _peer(name):
     try:
@@ -127,15 +129,8 @@ def lgssm_contenders(T, peers):
 
 
 def hmm_contenders(T, peers):
-    rng = np.random.default_rng(0)
-    K, m = 3, 2
-    Pi = np.full((K, K), 0.1) + 0.7 * np.eye(K)
-    mu = np.array([[-2.0, 0.0], [0.0, 2.0], [2.0, -1.0]])
-    Sigma = np.stack([np.eye(m), 0.5 * np.eye(m) + 0.2, np.diag([1.5, 0.7])])
-    z = np.zeros(T, dtype=int)
-    for t in range(1, T):
-        z[t] = rng.choice(K, p=Pi[z[t - 1]])
-    y = mu[z] + np.einsum("tij,tj->ti", np.linalg.cholesky(Sigma)[z], rng.standard_normal((T, m)))
+    Pi, mu, Sigma, y = hmm_series(T)  # the series of peer_ssm.py's HMM table
+    K = Pi.shape[0]
     model = GaussianHMM(jnp.asarray(y), K)
     theta = jnp.asarray(GaussianHMM(y, K).unconstrain(HMMParams(Pi, mu, Sigma)))
     p0 = model._p0_uniform(1)

@@ -42,8 +42,11 @@ def _assembled(model, z, sites):
     return out
 
 
-def _log_niw_marginal(Y, W, kappa0, nu0):
-    """log int prod_i N(y_i | mu, Sigma / w_i) NIW(mu, Sigma | 0, kappa0, nu0, I) for weight rows W (M, n)."""
+def log_niw_marginal(Y, W, kappa0, nu0):
+    """log int prod_i N(y_i | mu, Sigma / w_i) NIW(mu, Sigma | 0, kappa0, nu0, I) for weight rows W (M, n).
+
+    docs/ep_student_t_study.py enumerates its exact posterior with this oracle too.
+    """
     n, d = Y.shape
     kn = kappa0 + W.sum(1)
     mn = (W @ Y) / kn[:, None]
@@ -60,7 +63,7 @@ def _exact_posterior(y, nu, alpha=1.0, kappa0=0.1, nu0=4.0, draws=100_000, seed=
     log_m = {(): 0.0}
     for r in range(1, N + 1):
         for S in itertools.combinations(range(N), r):
-            v = _log_niw_marginal(y[list(S)], rng.gamma(nu / 2, 2 / nu, size=(draws, r)), kappa0, nu0)
+            v = log_niw_marginal(y[list(S)], rng.gamma(nu / 2, 2 / nu, size=(draws, r)), kappa0, nu0)
             log_m[S] = v.max() + np.log(np.mean(np.exp(v - v.max())))
     zs = np.array(list(itertools.product(range(K), repeat=N)))
     lp = np.array([sum(sp.gammaln(np.sum(z == k) + alpha) + log_m[tuple(np.nonzero(z == k)[0])] for k in range(K))

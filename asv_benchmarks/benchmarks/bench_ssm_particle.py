@@ -35,14 +35,19 @@ def _sv_data(T: int, seed: int = 0) -> np.ndarray:
     return np.asarray(y)
 
 
-class ParticleFilterSV:
+class _Long:
+    """asv settings of a call that takes seconds: one call a sample, 1 to 3 samples within 60 s, 600 s at most."""
+
+    timeout = 600
+    number = 1
+    repeat = (1, 3, 60.0)
+
+
+class ParticleFilterSV(_Long):
     """Bootstrap filter on SV data, T = 10^4, systematic resampling at every step."""
 
     params = ([1000, 10000],)
     param_names = ["n_particles"]
-    timeout = 600
-    number = 1
-    repeat = (1, 3, 60.0)
 
     def setup(self, n):
         _require()
@@ -55,14 +60,11 @@ class ParticleFilterSV:
         particle_filter(backends.default_rng(1), self.kernel, self.Y, n)
 
 
-class ParticleScore:
+class ParticleScore(_Long):
     """Score smoothers on a batch of 64 windows of length 50 (N = 256 particles each)."""
 
     params = (["path", "paris"],)
     param_names = ["smoother"]
-    timeout = 600
-    number = 1
-    repeat = (1, 3, 60.0)
 
     def setup(self, smoother):
         _require()
