@@ -64,18 +64,12 @@ class Job:
         return {"spec": p.spec, "bounds": p.bounds, "settings": p.settings, "setup_time": p.setup_time,
                 "setup_evals": p.setup_evals}
 
-    def prepare(self) -> None:
-        """Write the run's data file (model, sampler, estimator, settings) before sampling starts."""
-        if self.file is None:
-            try:
-                self.file = _checkpoint.prepare(self.plan.path, self._shared(), self._roles(), self.plan.key)
-            except OSError as err:
-                where = os.fspath(self.plan.path)
-                msg = f"cannot write the data file of the checkpoint {where!r}: {err.strerror or err}"
-                raise CheckpointWriteError(err.errno, msg, err.filename or where) from err
-
     def save(self, sampled: Callable[[], list] | None = None) -> None:
-        """Write the checkpoint; a failure raises :class:`CheckpointWriteError` with ``sampled()``'s trace."""
+        """Write the checkpoint; a failure raises :class:`CheckpointWriteError` with ``sampled()``'s trace.
+
+        The first write also writes the run's data file (model, sampler, estimator, settings), so the
+        model is encoded and fingerprinted when a checkpoint is written, not before sampling starts.
+        """
         p = self.plan
         state = {"tasks": p.tasks, "results": self.results, "current": self.current, "every": p.every,
                  "max_time": p.max_time, "budget_iters": self.budget_iters}

@@ -287,8 +287,6 @@ def resume(path: Any, *, model: Any = None, sampler: Any = None, estimator: Any 
 def _execute(job: Job, executor: Any, progress: bool, callback: Callable | None) -> Trace:
     plan = job.plan
     spec, n_iter = plan.spec, plan.n_iter
-    if plan.path is not None and executor is None:
-        job.prepare()  # the data file, once: before sampling, so that a model it cannot hold is told at once
     bar = _progress_bar(progress, n_iter * len(plan.tasks), f"{spec.sampler.name}/{spec.estimator.name}")
     if bar is not None and job.done():
         bar.update(job.done())
