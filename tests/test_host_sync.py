@@ -17,7 +17,7 @@ import pytest
 import sgmc
 from sgmc import backends, models
 from sgmc.ssm import LGSSM, GaussianHMM
-from sgmc.ssm._divergence import _HINT
+from sgmc.ssm._divergence import _HINT, guarded
 
 CASES = [
     ("sgld", "minibatch", None, None),
@@ -141,3 +141,19 @@ def test_state_space_divergence_off_numpy_names_the_hint():
     err = info.value
     assert err.step_size == 1e-2 and err.iteration in (50, 100, 150, 200)
     assert "positions are no longer finite" in str(err) and _HINT in str(err), str(err)
+
+
+def test_guard_off_numpy_passes_values_and_converts_failures(monkeypatch):
+    """Off NumPy the guard reads nothing: a non-finite result is returned as it is (for the runner's check),
+    while a factorisation that fails is still a divergence at once."""
+    torch = pytest.importorskip("torch")
+    xp = backends.get_backend("torch").xp
+    theta = torch.zeros((2, 3), dtype=torch.float64)
+    with monkeypatch.context() as mp, _count_torch(mp) as n:
+        out = guarded(xp, "thing", lambda t: t + float("inf"), theta)
+        first = guarded(xp, "thing", lambda t: (t / 0.0, 3), theta)
+    assert n[0] == 0
+    assert not bool(torch.isfinite(out).any()) and not bool(torch.isfinite(first[0]).any()) and first[1] == 3
+    with pytest.raises(sgmc.DivergenceError, match="LinAlgError") as info:
+        guarded(xp, "thing", lambda t: torch.linalg.cholesky(-torch.eye(2, dtype=torch.float64)), theta)
+    assert _HINT in str(info.value)
