@@ -44,6 +44,25 @@ def _buffers(n, D, H, K):
 
 
 @nb.njit(**_OPTS)
+def _shifted_logits(pre, out, i, th, off, width):
+    """Row ``i``: ``pre += th[off:off + width]`` (the bias), ``out = pre - max``; returns log sum exp(out).
+
+    ``out`` may be ``pre`` (the output layer shifts in place).
+    """
+    mx = -np.inf
+    for k in range(width):
+        v = pre[i, k] + th[off + k]
+        pre[i, k] = v
+        mx = max(mx, v)
+    s = 0.0
+    for k in range(width):
+        v = pre[i, k] - mx
+        out[i, k] = v
+        s += math.exp(v)
+    return math.log(s)
+
+
+@nb.njit(**_OPTS)
 def _backward(act, Xm, lab, th, D, H, K, Hb, Zb, Gb, dZ, out, add, dB, dA):
     """The likelihood gradient of the rows ``Xm`` (labels ``lab``) at ``th``: into ``out``, or added to it."""
     n = Xm.shape[0]
@@ -56,18 +75,7 @@ def _backward(act, Xm, lab, th, D, H, K, Hb, Zb, Gb, dZ, out, add, dB, dA):
     np.dot(Xm, B, Hb)
     for i in range(n):
         if act == SOFTMAX:
-            # shifted like the output layer's log-softmax below, written out: fused with the bias add, into Zb
-            mx = -np.inf
-            for k in range(H):
-                v = Hb[i, k] + th[o1 + k]
-                Hb[i, k] = v
-                mx = max(mx, v)
-            s = 0.0
-            for k in range(H):
-                v = Hb[i, k] - mx
-                Zb[i, k] = v
-                s += math.exp(v)
-            lse = math.log(s)
+            lse = _shifted_logits(Hb, Zb, i, th, o1, H)
             for k in range(H):
                 Zb[i, k] = math.exp(Zb[i, k] - lse)
         elif act == SIGMOID:
@@ -78,18 +86,7 @@ def _backward(act, Xm, lab, th, D, H, K, Hb, Zb, Gb, dZ, out, add, dB, dA):
                 Zb[i, k] = math.tanh(Hb[i, k] + th[o1 + k])
     np.dot(Zb, A, Gb)
     for i in range(n):  # the output layer's log-softmax, then G = Y - p
-        # shifted like the hidden softmax above, written out: fused with the bias add and G = Y - p, in place
-        mx = -np.inf
-        for k in range(K):
-            v = Gb[i, k] + th[o3 + k]
-            Gb[i, k] = v
-            mx = max(mx, v)
-        s = 0.0
-        for k in range(K):
-            v = Gb[i, k] - mx
-            Gb[i, k] = v
-            s += math.exp(v)
-        lse = math.log(s)
+        lse = _shifted_logits(Gb, Gb, i, th, o3, K)
         for k in range(K):
             Gb[i, k] = (1.0 if k == lab[i] else 0.0) - math.exp(Gb[i, k] - lse)
     np.dot(Gb, A.T, dZ)
