@@ -30,6 +30,7 @@ def _torch():
     return torch_backend.torch
 
 
+# Its help repeats from_jax's parameters and layout: each constructor's help stands alone.
 def from_torch(log_lik: Callable, log_prior: Callable | None, data: Any, *, dim: int,
                param_names: Any = None) -> "TorchModel":
     """A model from a per-datum log-likelihood written in torch; gradients by ``torch.func``.

@@ -32,6 +32,7 @@ def _jax():
     return jax_backend.jax
 
 
+# Its help repeats from_torch's parameters and layout: each constructor's help stands alone.
 def from_jax(log_lik: Callable, log_prior: Callable | None, data: Any, *, dim: int,
              param_names: Any = None) -> "JaxModel":
     """A model from a per-datum log-likelihood written in ``jax.numpy``; gradients by ``jax.grad``.
