@@ -249,10 +249,14 @@ def run_chains(
         if k0 % check_every and k0 < n_iter:  # resumed inside a window: continue it
             infos[k0 - 1] = watch.reopen(infos[k0 - 1])
         k = k0
-        # Blocks of iterations in one native call (sgmc.samplers._fused): the same draws, generator and
-        # records as the loop below; a block ends at every divergence check and checkpoint, `stop` and
-        # `progress` are consulted once per block, and with a callback a block is one iteration.
+        # Blocks of iterations in one native call (sgmc.samplers._fused, sgmc.samplers._compiled): the same
+        # draws, generator and records as the loop below. A block ends at every checkpoint, and at every
+        # divergence check unless the plan spans windows (it then keeps the state where each window ends);
+        # each window is settled as the loop settles it (statistics, check, `stop`, `progress`), and with a
+        # callback a block is one iteration.
         size = 1 if fused is None or callback is not None else fused.block_size(chains)
+        spans = getattr(fused, "spans_windows", False) and size >= 2 * check_every
+        stats = getattr(fused, "window_stats", False)
         if fused is not None and hasattr(fused, "write"):  # a block writer that updates the buffer in place
             def write(buf, j, rows, values):
                 return fused.write(buf, j, values)
@@ -260,17 +264,24 @@ def run_chains(
             def write(buf, j, rows, values):
                 return at(buf, rows).set(values)
         while fused is not None and k < n_iter:
-            end = min(n_iter, k + size, (k // check_every + 1) * check_every)
+            end = min(n_iter, k + size)
             if checkpoint is not None and checkpoint_every:
                 end = min(end, (k // checkpoint_every + 1) * checkpoint_every)
+            window = check_every if spans and k % check_every == 0 and end - k >= 2 * check_every else 0
+            if window:
+                end = k + (end - k) // window * window  # whole windows; a last part window is a block of its own
+            else:
+                end = min(end, (k // check_every + 1) * check_every)
             hs = [step_sizes[i] for i in range(k, end)]
             z, idx = fused.draw(rng, end - k, chains)
-            blk = fused.run(state, hs, z, idx, (bool(store_grads) and not full) or watch.stein)
+            if stats:  # the block computes the watch's statistics where the draws are
+                blk = fused.run(state, hs, z, idx, bool(store_grads) and not full, window, watch.block_args(k))
+            else:
+                blk = fused.run(state, hs, z, idx, (bool(store_grads) and not full) or watch.stein)
             if blk is None:  # a compiled block that must be run step by step (it ended non-finite): same stream
                 next_keep = kept[j] if j < n_keep else n_iter
                 break
             state = blk.state
-            watch.block(k, blk.positions, blk.grads)
             infos[k:end] = [watch.plain(i) for i in blk.infos]
             before, now = (wall[k - 1] if k else 0.0), time.perf_counter() - t0
             wall[k:end] = [before + (now - before) * (i + 1) / (end - k) for i in range(end - k)]
@@ -288,22 +299,33 @@ def run_chains(
                 j += run
             if callback is not None:
                 callback(k, state)
-            halt = stop is not None and stop()
-            if end % check_every == 0 or end == n_iter:
-                infos[end - 1] = watch.flush(infos[end - 1])
-            if end % check_every == 0 or end == n_iter or halt:
-                try:
-                    check_diverged(xp, state.position, end - 1, step_sizes[end - 1], sampler.name, note, watch)
-                except DivergenceError as err:
-                    err.partial = partial(last_ok, None, sum(1 for i in kept[:j] if i < last_ok))
-                    raise
-                last_ok = end
-            if progress is not None and (end // progress_every > k // progress_every or end == n_iter):
-                progress(end)
-            if halt and end < n_iter:
-                if checkpoint is not None:
-                    checkpoint(progress_at(end, state))
-                return partial(end, state, j)
+            halt = False
+            for a in range(k, end, window or end - k):  # settle the block's windows in order
+                b = min(end, a + window) if window else end
+                if blk.stats is not None:
+                    watch.window(k, a, b, blk.stats, (a - k) // window if window else 0, blk.positions)
+                elif window:
+                    watch.block(a, blk.positions[a - k:b - k, ...], None if blk.grads is None else blk.grads[a - k:b - k, ...])
+                else:
+                    watch.block(a, blk.positions, blk.grads)
+                halt = halt or (stop is not None and stop())
+                if b % check_every == 0 or b == n_iter:
+                    infos[b - 1] = watch.flush(infos[b - 1])
+                if b % check_every == 0 or b == n_iter or halt:
+                    try:
+                        check_diverged(xp, state.position, b - 1, step_sizes[b - 1], sampler.name, note, watch)
+                    except DivergenceError as err:
+                        err.partial = partial(last_ok, None, sum(1 for i in kept[:j] if i < last_ok))
+                        raise
+                    last_ok = b
+                if progress is not None and (b // progress_every > a // progress_every or b == n_iter):
+                    progress(b)
+                if halt and b < n_iter and (b == end or blk.at is not None):
+                    if b < end:  # a window inside the block: its state, and the generator where it ended
+                        state, j = blk.at((b - k) // window - 1), sum(1 for i in kept[:j] if i < b)
+                    if checkpoint is not None:
+                        checkpoint(progress_at(b, state))
+                    return partial(b, state, j)
             if checkpoint is not None and checkpoint_every and end % checkpoint_every == 0 and end < n_iter:
                 checkpoint(progress_at(end, state))
             k = end

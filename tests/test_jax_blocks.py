@@ -78,3 +78,37 @@ def test_a_jax_key_seeds_a_run_reproducibly():
     c = sgmc.sample(MODEL, **{**args, "rng": jr.key(4)})
     np.testing.assert_array_equal(np.asarray(a.draws), np.asarray(b.draws))
     assert not np.allclose(np.asarray(a.draws), np.asarray(c.draws))
+
+
+def test_window_statistics_computed_in_the_block_equal_the_loops(monkeypatch):
+    compiled, looped = _both(monkeypatch, sampler="sgld", estimator="minibatch", n_iter=430, burn_in=150)
+    for key in ("abs_max", "stein", "stein_n"):
+        assert key in compiled.stats
+        _same(compiled.stats[key], looped.stats[key])
+    assert compiled.stats["stein_n"].sum() == 2 * (430 - 150 - 1)   # every iteration after the centre, per chain
+
+
+def _direct(n_iter, stop=None, checkpoint=None, resume=None):
+    from sgmc import backends, estimators, samplers
+
+    return chains.run_chains(samplers.SGLD(), estimators.Minibatch(MODEL, 30), backends.default_rng(11, backend="jax"),
+                             jax.numpy.zeros((2, 3)), [2e-3] * n_iter, list(range(n_iter)), check_every=100,
+                             stop=stop, checkpoint=checkpoint, resume=resume)
+
+
+def test_a_stop_between_two_windows_of_one_block_ends_there_and_resumes_as_one_run():
+    calls, saved = [], []
+
+    def stop():  # consulted once per window: true at the third, inside the first block (500 iterations)
+        calls.append(1)
+        return len(calls) == 3
+
+    full = _direct(500)
+    part = _direct(500, stop=stop, checkpoint=saved.append)
+    assert part.n_done == 300 and part.draws.shape == (2, 300, 3)
+    _same(part.draws, full.draws[:, :300, :])
+    assert [p.k for p in saved] == [300]
+    resumed = _direct(500, resume=saved[0])  # the state and generator where window 3 ended
+    _same(resumed.draws, full.draws)
+    for key in ("abs_max", "stein", "stein_n"):
+        _same(resumed.stats[key], full.stats[key])

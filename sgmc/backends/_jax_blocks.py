@@ -26,8 +26,10 @@ _UNTRACEABLE = (TracingError, jax.errors.ConcretizationTypeError, jax.errors.Tra
 class BlockRunner:
     """Compiles and runs blocks of ``step`` for one sampler and estimator (one run's; not shared).
 
-    ``run`` returns ``(state, positions, grads, infos)``, or ``None`` when the block must be run step by
-    step (it cannot be traced, ``declined`` is then set; or it ended non-finite, and nothing was kept).
+    ``run`` returns ``(state, positions, grads, infos, at, stats)``, or ``None`` when the block must be run
+    step by step (it cannot be traced, ``declined`` is then set; or a position in it is not finite, and
+    nothing was kept). ``at(w)``, where the block kept them, gives the state where its window ``w`` ends;
+    ``stats``, when asked for, each window's statistics for the loop's watch.
     """
 
     def __init__(self, sampler: Any, estimator: Any, stream: Any):
@@ -39,27 +41,35 @@ class BlockRunner:
         self._compiled: dict = {}
         self._write = jax.jit(_write_rows, donate_argnums=0)
 
-    def _function(self, n: int, keep_grads: bool, key: Any, state: Any, hs: Any) -> Any:
-        sig = (n, keep_grads, jax.tree.structure(state),
+    def _function(self, windows: int, n: int, keep_grads: bool, stein: bool, args: tuple) -> Any:
+        key, state = args[0], args[1]
+        sig = (windows, n, keep_grads, stein, jax.tree.structure(state),
                tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(state)))
         fn = self._compiled.get(sig)
         if fn is None:
             sampler, estimator, key_stream = self.sampler, self.estimator, self._stream
+            want_grads = keep_grads or stein
 
-            def block(key, state, hs):
-                def body(carry, h):
-                    k, s = carry
-                    stream = key_stream(k)
-                    nxt, info = sampler.step(stream, s, estimator, h)
-                    nxt = jax.tree.map(lambda new, old: new.astype(old.dtype), nxt, s)
-                    return (stream.key, nxt), (nxt.position, nxt.grad if keep_grads else None, info)
+            def body(carry, h):
+                k, s = carry
+                stream = key_stream(k)
+                nxt, info = sampler.step(stream, s, estimator, h)
+                nxt = jax.tree.map(lambda new, old: new.astype(old.dtype), nxt, s)
+                return (stream.key, nxt), (nxt.position, nxt.grad if want_grads else None, info)
 
-                (key, state), out = jax.lax.scan(body, (key, state), hs)
-                return key, state, out
+            def window(carry, hw):
+                carry, out = jax.lax.scan(body, carry, hw)
+                return carry, (carry if windows > 1 else None, out)  # (key, state) where each window ends
+
+            def block(key, state, hs, centre, start):
+                (key, state), (ends, out) = jax.lax.scan(window, (key, state), hs)
+                positions, grads, infos = jax.tree.map(lambda a: jnp.reshape(a, (-1,) + a.shape[2:]), out)
+                stats = _window_stats(positions, grads if stein else None, centre, start, windows)
+                return key, state, ends, (positions, grads if keep_grads else None, infos), stats
 
             t0 = time.perf_counter()
             try:
-                fn = jax.jit(block).lower(key, state, hs).compile()
+                fn = jax.jit(block).lower(*args).compile()
             except _UNTRACEABLE:
                 self.declined = True
                 return None
@@ -67,25 +77,81 @@ class BlockRunner:
             self._compiled[sig] = fn
         return fn
 
-    def run(self, gen: Any, state: Any, hs: list, keep_grads: bool) -> Any:
-        """Run ``len(hs)`` iterations from the generator ``gen`` (a :class:`~sgmc.backends._jax.JaxGenerator`)."""
+    def run(self, gen: Any, state: Any, hs: list, keep_grads: bool, window: int = 0, watch: Any = None) -> Any:
+        """Run ``len(hs)`` iterations from the generator ``gen`` (a :class:`~sgmc.backends._jax.JaxGenerator`).
+
+        With ``window`` dividing ``len(hs)``, the block is a scan over windows of ``window`` iterations
+        that also keeps the key and state where each window ends (when they are small: see
+        :func:`_windows`), so the loop may end at any of them (``at``). With ``watch``, ``(centre,
+        start, stein)`` of the loop's :class:`~sgmc.diagnostics.runaway.Watch`, the block also returns
+        each window's statistics (:func:`_window_stats`), computed where the draws are.
+        """
         state = jax.tree.map(_typed, state)
-        hs_arr = jnp.asarray(hs, dtype=state.position.dtype)
-        fn = self._function(len(hs), bool(keep_grads), gen.key, state, hs_arr)
+        n = len(hs)
+        windows = _windows(n, window, state)
+        dtype = state.position.dtype
+        hs_arr = jnp.reshape(jnp.asarray(hs, dtype=dtype), (windows, n // windows))
+        centre, start, stein = watch if watch is not None else (None, n, False)
+        centre = jnp.zeros(state.position.shape, dtype) if centre is None else jnp.asarray(centre, dtype)
+        args = (gen.key, state, hs_arr, centre, jnp.asarray(start, dtype=jnp.int32))
+        fn = self._function(windows, n, bool(keep_grads), bool(stein), args)
         if fn is None:
-            return _step_by_step(self.sampler, self.estimator, gen, state, hs, keep_grads)
-        new_key, new_state, (positions, grads, infos) = fn(gen.key, state, hs_arr)
-        if not bool(jnp.all(jnp.isfinite(new_state.position))):
+            out = _step_by_step(self.sampler, self.estimator, gen, state, hs, keep_grads or stein)
+            return (*out, None, None)
+        new_key, new_state, ends, (positions, grads, infos), stats = fn(*args)
+        if not bool(stats[-1]):
             # Diverged inside the block: leave the generator and state as they were, so that the step-by-step
             # loop runs the same iterations and reports the divergence at its iteration, with its draws.
             self.declined = True
             return None
         gen.continue_from(new_key)
-        return new_state, positions, grads, _unstack(infos, len(hs))
+
+        def at(w: int) -> Any:
+            """The state where window ``w`` of the block ends; the generator goes back to its key there."""
+            key_w, state_w = jax.tree.map(lambda a: a[w], ends)
+            gen.continue_from(key_w)
+            return state_w
+
+        return (new_state, positions, grads, _unstack(infos, n), at if ends is not None else None,
+                stats[:-1] if watch is not None else None)
 
     def write(self, buffer: Any, start: int, rows: Any) -> Any:
         """``buffer[:, start:start + rows.shape[1], :] = rows``, in the donated buffer."""
         return self._write(buffer, start, rows)
+
+
+def _window_stats(positions: Any, grads: Any, centre: Any, start: Any, windows: int) -> tuple:
+    """Per window of a block: ``(abs_max, stein, stein_n, all finite)`` as :class:`~sgmc.diagnostics.runaway.Watch` folds them.
+
+    ``abs_max`` (windows, chains): the largest ``|theta_i|``; with ``grads``, ``stein`` (windows, chains):
+    the sum of ``(theta_k - c) . g_k`` over the window's iterations after ``start`` (the block's index of
+    the first kept iteration, whose position is then ``c``; below 0, ``c`` is ``centre``), and
+    ``stein_n`` (windows,) their number; the last element says whether every position is finite.
+    """
+    n, chains = positions.shape[0], positions.shape[1]
+    shape = (windows, n // windows, chains)
+    abs_max = jnp.max(jnp.reshape(jnp.max(jnp.abs(positions), axis=-1), shape), axis=1)
+    finite = jnp.all(jnp.isfinite(positions))
+    if grads is None:
+        return abs_max, None, None, finite
+    i = jnp.arange(n)
+    c = jnp.where(start >= 0, positions[jnp.clip(start, 0, n - 1)], centre)
+    after = i > start
+    u = jnp.where(after[:, None], jnp.sum((positions - c[None, ...]) * grads, axis=-1), 0.0)
+    return (abs_max, jnp.sum(jnp.reshape(u, shape), axis=1),
+            jnp.sum(jnp.reshape(after, shape[:2]), axis=1), finite)
+
+
+#: Most bytes of window-end states one block keeps (beyond it, the block is one window).
+_ENDS_BYTES = 64 << 20
+
+
+def _windows(n: int, window: int, state: Any) -> int:
+    """How many windows of ``window`` iterations the block of ``n`` is scanned as (1: one window)."""
+    if window <= 0 or n <= window or n % window:
+        return 1
+    size = sum(int(x.size) * x.dtype.itemsize for x in jax.tree.leaves(state))
+    return n // window if (n // window) * size <= _ENDS_BYTES else 1
 
 
 def _write_rows(buffer: Any, start: Any, rows: Any) -> Any:

@@ -66,6 +66,8 @@ class Block(NamedTuple):
     positions: Array  # (iterations, chains, d)
     grads: Array | None  # (iterations, chains, d) when asked for
     infos: list  # StepInfo per iteration
+    at: Any = None  # at(w): the state where the block's window w ends (blocks spanning windows)
+    stats: Any = None  # per window (abs_max, stein, stein_n), computed with the block (Watch.window)
 
 
 def _minibatch(estimator: Any) -> Any:
