@@ -152,7 +152,9 @@ def _precision_modes(model: Any, out: np.ndarray, lr0: Any, search: str) -> np.n
     """
     lo = 0
     for j, m in enumerate(model.sizes):
-        out[model.dim - 4 + j] = math.log((0.5 * m + 1.0) / (1.0 + 0.5 * float(np.sum(out[lo:lo + m] ** 2))))
+        with np.errstate(over="ignore", invalid="ignore"):  # diverged weights: reported below
+            ratio = (0.5 * m + 1.0) / (1.0 + 0.5 * float(np.sum(out[lo:lo + m] ** 2)))
+        out[model.dim - 4 + j] = math.log(ratio) if ratio > 0 else -math.inf
         lo += m
     if not np.all(np.isfinite(out)):
         msg = f"{search} for the control variates' centre diverged; give a smaller `sgd_step` (was {lr0})"
