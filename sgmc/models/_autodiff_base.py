@@ -15,7 +15,7 @@ from .._array_api import Array, array_namespace, device_of
 from .._param_names import check_param_names
 from .base import Model, take_rows
 
-__all__ = ["AutodiffModel", "data_parts"]
+__all__ = ["AutodiffModel", "data_parts", "over_chains"]
 
 
 def data_parts(data: Any, log_lik: Any, log_prior: Any, *, is_array: Callable[[Any], bool], library: str,
@@ -51,6 +51,17 @@ def data_parts(data: Any, log_lik: Any, log_prior: Any, *, is_array: Callable[[A
         )
         raise TypeError(msg)
     return parts
+
+
+def over_chains(vmap: Callable, fn: Callable, k: int, lead: int = 1) -> tuple[Callable, Callable]:
+    """``fn`` of ``lead`` per-chain arguments and one datum of ``k`` parts, mapped per datum, then per chain.
+
+    ``vmap`` is the library's (``torch.func.vmap`` or ``jax.vmap``: in-axes second). Returns the map on
+    per-chain rows (a minibatch, data ``(chains, batch, ...)``) and the map on rows shared by all
+    chains (all data, ``(N, ...)``).
+    """
+    inner = vmap(fn, (None,) * lead + (0,) * k)
+    return vmap(inner, (0,) * lead + (0,) * k), vmap(inner, (0,) * lead + (None,) * k)
 
 
 class AutodiffModel(Model):

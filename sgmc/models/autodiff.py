@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ._autodiff_base import AutodiffModel, data_parts
+from ._autodiff_base import AutodiffModel, data_parts, over_chains
 
 __all__ = ["from_torch", "TorchModel"]
 
@@ -90,20 +90,16 @@ class TorchModel(AutodiffModel):
         k = len(parts)
         func = torch.func
         grad1 = func.grad(log_lik)
-        # per chain (outer) and per datum (inner); data are per chain for a minibatch, shared for all data
-        self._f_batch = func.vmap(func.vmap(log_lik, in_dims=(None,) + (0,) * k), in_dims=(0,) + (0,) * k)
-        self._f_all = func.vmap(func.vmap(log_lik, in_dims=(None,) + (0,) * k), in_dims=(0,) + (None,) * k)
-        self._g_batch = func.vmap(func.vmap(grad1, in_dims=(None,) + (0,) * k), in_dims=(0,) + (0,) * k)
-        self._g_all = func.vmap(func.vmap(grad1, in_dims=(None,) + (0,) * k), in_dims=(0,) + (None,) * k)
         hess1 = func.jacrev(grad1)
-        self._h_batch = func.vmap(func.vmap(hess1, in_dims=(None,) + (0,) * k), in_dims=(0,) + (0,) * k)
-        self._h_all = func.vmap(func.vmap(hess1, in_dims=(None,) + (0,) * k), in_dims=(0,) + (None,) * k)
 
         def hvp1(theta, v, *datum):
             return func.grad(lambda t: torch.dot(grad1(t, *datum), v))(theta)
 
-        self._hvp_batch = func.vmap(func.vmap(hvp1, in_dims=(None, None) + (0,) * k), in_dims=(0, 0) + (0,) * k)
-        self._hvp_all = func.vmap(func.vmap(hvp1, in_dims=(None, None) + (0,) * k), in_dims=(0, 0) + (None,) * k)
+        vmap = func.vmap
+        self._f_batch, self._f_all = over_chains(vmap, log_lik, k)
+        self._g_batch, self._g_all = over_chains(vmap, grad1, k)
+        self._h_batch, self._h_all = over_chains(vmap, hess1, k)
+        self._hvp_batch, self._hvp_all = over_chains(vmap, hvp1, k, lead=2)
         if log_prior is not None:
             self._p = func.vmap(log_prior)
             self._gp = func.vmap(func.grad(log_prior))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .._validation import check_int
-from ._autodiff_base import AutodiffModel, data_parts
+from ._autodiff_base import AutodiffModel, data_parts, over_chains
 
 __all__ = ["from_jax", "JaxModel"]
 
@@ -95,8 +95,6 @@ class JaxModel(AutodiffModel):
         self._attach(parts, dim, dtype, log_lik, log_prior, param_names)
         self._check_scalar(jax, log_lik, parts)
         k = len(parts)
-        per = (None,) + (0,) * k  # one theta, a batch of data
-        batch, shared = (0,) + (0,) * k, (0,) + (None,) * k  # per chain rows (minibatch) or all rows
         grad1 = jax.grad(log_lik)
         hess1 = jax.hessian(log_lik)
 
@@ -104,12 +102,10 @@ class JaxModel(AutodiffModel):
             return jax.jvp(lambda t: grad1(t, *datum), (theta,), (v,))[1]
 
         vmap = jax.vmap
-        self._f_batch, self._f_all = (vmap(vmap(log_lik, per), ax) for ax in (batch, shared))
-        self._g_batch, self._g_all = (vmap(vmap(grad1, per), ax) for ax in (batch, shared))
-        self._h_batch, self._h_all = (vmap(vmap(hess1, per), ax) for ax in (batch, shared))
-        per_v = (None, None) + (0,) * k
-        self._hvp_batch = vmap(vmap(hvp1, per_v), (0, 0) + (0,) * k)
-        self._hvp_all = vmap(vmap(hvp1, per_v), (0, 0) + (None,) * k)
+        self._f_batch, self._f_all = over_chains(vmap, log_lik, k)
+        self._g_batch, self._g_all = over_chains(vmap, grad1, k)
+        self._h_batch, self._h_all = over_chains(vmap, hess1, k)
+        self._hvp_batch, self._hvp_all = over_chains(vmap, hvp1, k, lead=2)
         if log_prior is not None:
             self._p = vmap(log_prior)
             self._gp = vmap(jax.grad(log_prior))
