@@ -19,14 +19,14 @@ from peer_sgld import BATCH, N_DATA, PRIOR_VAR, STEP_SIZE, make_data
 class CompileClock:
     """Wall and CPU seconds spent compiling sgmc's JAX blocks, summed while installed.
 
-    Wraps :meth:`sgmc.samplers._compiled.CompiledPlan._function` (the block look-up, which traces,
+    Wraps :meth:`sgmc.backends._jax_blocks.BlockRunner._function` (the block look-up, which traces,
     lowers and compiles on a miss) and counts a call only when the plan's ``compile_seconds`` grew, so
     the per-iteration figures can leave out exactly the compile's CPU time; the wall seconds it counts
     are checked against ``trace.info["compile_time"]``.
     """
 
     def __init__(self, compiled_module):
-        self.mod, self.orig = compiled_module, compiled_module.CompiledPlan._function
+        self.mod, self.orig = compiled_module, compiled_module.BlockRunner._function
         self.wall = self.cpu = 0.0
         clock, orig = self, self.orig
 
@@ -38,7 +38,7 @@ class CompileClock:
                 clock.cpu += time.process_time() - c0
             return out
 
-        compiled_module.CompiledPlan._function = timed
+        compiled_module.BlockRunner._function = timed
 
     def take(self) -> tuple[float, float]:
         out, self.wall, self.cpu = (self.wall, self.cpu), 0.0, 0.0
@@ -86,11 +86,11 @@ def jax_rows(args, peer) -> list[dict]:
     end-of-run diagnostics included as in sgmc's NumPy row. The compile seconds are reported apart.
     """
     import sgmc
-    from sgmc.samplers import _compiled
+    from sgmc.backends import _jax_blocks
 
     _rounds, _timed, _per, blackjax_runner, sgmc_runner = (peer._rounds, peer._timed, peer._per,
                                                              peer.blackjax_runner, peer.sgmc_runner)
-    clock = CompileClock(_compiled)
+    clock = CompileClock(_jax_blocks)
     rows = []
     n_iter = args.iters
     for dim in args.dims:

@@ -244,7 +244,9 @@ def run_chains(
         t0 = time.perf_counter() - (wall[k0 - 1] if k0 else 0.0)
         note = getattr(sampler, "step_note", "")  # optional: samplers whose step is on their own scale
         note += getattr(getattr(estimator, "model", None), "step_note", "")  # and models' advice (sgmc.ssm)
-        fused = fused_plan(sampler, estimator, state.position) or compiled_plan(sampler, estimator, state.position)
+        # the plans read the run's backend (its RunPlan's) where one is given
+        fused = (fused_plan(sampler, estimator, state.position, backend)
+                 or compiled_plan(sampler, estimator, state.position, backend))
         watch = Watch(xp, sampler, kept[0] if n_keep else n_iter, state.position, resume)
         if k0 % check_every and k0 < n_iter:  # resumed inside a window: continue it
             infos[k0 - 1] = watch.reopen(infos[k0 - 1])

@@ -40,10 +40,16 @@ MAX_BLOCK = 1000
 BLOCK_BYTES = 256 << 20
 
 
-def plan(sampler: Any, estimator: Any, position: Any) -> "CompiledPlan | None":
-    """A :class:`CompiledPlan` where the model's backend compiles blocks (JAX's native ``"block_runner"``)."""
+def plan(sampler: Any, estimator: Any, position: Any, backend: Any = None) -> "CompiledPlan | None":
+    """A :class:`CompiledPlan` where the run's backend compiles blocks (JAX's native ``"block_runner"``).
+
+    ``backend``: the run's (its plan's), whose native table is read; found from the model if omitted.
+    """
     model = getattr(estimator, "model", None)
-    make = native(model.xp, "block_runner") if model is not None else None
+    if backend is not None:
+        make = backend.native.get("block_runner")
+    else:
+        make = native(model.xp, "block_runner") if model is not None else None
     if make is None:
         return None
     return CompiledPlan(make(sampler, estimator), int(position.shape[-1]), position.dtype.itemsize)

@@ -92,9 +92,10 @@ def _model_spec(model: Any) -> dict:
             "param": float(model._native_param or 1.0), "prior_var": model.prior_var}
 
 
-def plan(sampler: Any, estimator: Any, position: Array) -> "FusedPlan | None":
+def plan(sampler: Any, estimator: Any, position: Array, backend: Any = None) -> "FusedPlan | None":
     """A :class:`FusedPlan` when the backend has the fused native and the combination is one it covers.
 
+    ``backend``: the run's (its plan's), whose native table is read; found from the model if omitted.
     ``None`` otherwise: the caller steps one iteration at a time.
     """
     model = getattr(estimator, "model", None)
@@ -103,7 +104,8 @@ def plan(sampler: Any, estimator: Any, position: Array) -> "FusedPlan | None":
         return None
     if getattr(model, "stream_rows", None) is not None:   # X read from disk by rows (sgmc._blocks): no array to hand over
         return None
-    fast = native(model.xp, _NATIVE_OF[type(model)])
+    name = _NATIVE_OF[type(model)]
+    fast = native(model.xp, name) if backend is None else backend.native.get(name)
     if fast is None or getattr(position, "ndim", 0) != 2 or position.dtype != model.xp.float64:
         return None
     if type(sampler) is SGHMC and not (sampler.noise_estimate is None or isinstance(sampler.noise_estimate, float)):
