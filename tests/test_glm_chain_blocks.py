@@ -58,3 +58,24 @@ def test_blocked_sums_match_the_row_by_row_sum(kind, per_group, weighted):
     np.testing.assert_allclose(got, _brute(kind, X, y, theta, idx, w), rtol=1e-12, atol=1e-12)
     got = np.asarray(model.grad_log_lik_diff_sum(strict.asarray(theta), strict.asarray(centre), *args))
     np.testing.assert_allclose(got, _brute(kind, X, y, theta, idx, w, centre), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("per_group", [1, 2])  # whole groups only, and whole groups with a shorter last one
+def test_under_jit_the_groups_are_one_device_loop_with_the_eager_values(per_group):
+    jax = pytest.importorskip("jax")
+    if not jax.config.jax_enable_x64:
+        pytest.skip("the suite runs JAX in 64-bit mode")
+    rng = np.random.default_rng(12)
+    X, y = rng.normal(size=(N, DIM)), (rng.random(N) < 0.5) * 1.0
+    theta, centre = rng.normal(size=(CHAINS, DIM)), rng.normal(size=(CHAINS, DIM))
+    idx, w = rng.integers(0, N, size=(CHAINS, BATCH)), rng.random((CHAINS, BATCH))
+    model = LogisticRegression(jax.numpy.asarray(X), jax.numpy.asarray(y))
+    model.block_elements = per_group * BATCH * DIM
+    jt, jc, ji, jw = (jax.numpy.asarray(a) for a in (theta, centre, idx, w))
+    jaxpr = str(jax.make_jaxpr(model.grad_log_lik_sum)(jt, ji, jw))
+    assert jaxpr.count("scan[") == 1     # a loop on the device, not one gather per group unrolled
+    jitted = jax.jit(model.grad_log_lik_sum)(jt, ji, jw)
+    np.testing.assert_allclose(np.asarray(jitted), _brute("logistic", X, y, theta, idx, w), rtol=1e-12, atol=1e-12)
+    jitted = jax.jit(model.grad_log_lik_diff_sum)(jt, jc, ji, jw)
+    np.testing.assert_allclose(np.asarray(jitted), _brute("logistic", X, y, theta, idx, w, centre), rtol=1e-12,
+                               atol=1e-12)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TracingError", "from_jax", "is_tracer", "is_jax_key", "device_cond", "host_namespace", "summed_blocks"]
+__all__ = ["TracingError", "from_jax", "is_tracer", "is_jax_key", "device_cond", "device_map", "host_namespace", "summed_blocks"]
 
 _JAX_MODULES = ("jax", "jaxlib")
 
@@ -54,6 +54,13 @@ def is_jax_key(x: Any) -> bool:
     if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
         return True
     return str(dtype) == "uint32" and tuple(x.shape) == (2,)
+
+
+def device_map(fn: Any, xs: Any) -> Any:
+    """``jax.lax.map``: ``fn`` over the leading axis of the pytree ``xs``, as one loop on the device."""
+    import jax  # noqa: PLC0415 - only traced JAX values come here
+
+    return jax.lax.map(fn, xs)
 
 
 def device_cond(pred: Any, on_true: Any, on_false: Any) -> Any:

@@ -20,7 +20,7 @@ from typing import Any
 from .. import backends
 from .._array_api import Array, device_of
 from .._dispatch import native
-from .._keys import tracing
+from .._flow import over_groups
 from .._param_names import check_param_names, column_names
 from .._validation import check_positive
 from .._blocks import RowSource, is_out_of_core, out_of_core_design, row_blocks
@@ -173,7 +173,7 @@ class _GLM(Model):
                 out = fast(self._native_kind, self.X, self.y, theta, idx, weights, self._native_param)
                 if out is not NotImplemented:
                     return out
-        block = None if tracing(theta) else self.block_elements  # compiled by JAX: one batched product
+        block = self.block_elements  # groups of chains whose rows stay in cache (a device loop under JAX tracing)
         if idx is not None and block is not None and theta.shape[0] == idx.shape[0]:
             return self._over_chain_blocks(block, self._grad_log_lik_sum, idx, weights, theta)
         return self._grad_log_lik_sum(theta, idx, weights)
@@ -184,12 +184,7 @@ class _GLM(Model):
         step = max(1, block // (batch * self.dim))
         if step >= chains:
             return fn(*per_chain, idx, weights)
-        parts = []
-        for i in range(0, chains, step):
-            j = min(i + step, chains)
-            w = None if weights is None else weights[i:j, ...]
-            parts.append(fn(*(a[i:j, ...] for a in per_chain), idx[i:j, ...], w))
-        return self.xp.concat(parts, axis=0)
+        return over_groups(self.xp, fn, step, *per_chain, idx, weights)
 
     def _grad_log_lik_sum(self, theta: Array, idx: Array | None, weights: Array | None) -> Array:
         eta, y, Xb = self._linear(theta, idx)
@@ -214,7 +209,7 @@ class _GLM(Model):
                 out = fast(self._native_kind, self.X, self.y, theta, centre, idx, weights, self._native_param)
                 if out is not NotImplemented:
                     return out
-        block = None if tracing(theta) else self.block_elements  # compiled by JAX: one batched product
+        block = self.block_elements  # groups of chains whose rows stay in cache (a device loop under JAX tracing)
         # rows read from disk are gathered once for all chains (each storage chunk read once)
         if block is not None and theta.shape[0] == idx.shape[0] and not isinstance(self.X, RowSource):
             return self._over_chain_blocks(block, self._grad_diff_sum, idx, weights, theta, centre)
