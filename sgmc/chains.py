@@ -27,7 +27,8 @@ import time
 from typing import Any, Callable, NamedTuple, Sequence
 
 from . import backends
-from ._array_api import Array, array_namespace, at, device_of
+from ._array_api import Array, array_namespace, at, device_of, namespace_name
+from .backends._values import host_namespace
 from .diagnostics.runaway import Watch
 from .samplers._compiled import plan as compiled_plan
 from .samplers._fused import plan as fused_plan
@@ -247,7 +248,8 @@ def run_chains(
         # the plans read the run's backend (its RunPlan's) where one is given
         fused = (fused_plan(sampler, estimator, state.position, backend)
                  or compiled_plan(sampler, estimator, state.position, backend))
-        watch = Watch(xp, sampler, kept[0] if n_keep else n_iter, state.position, resume)
+        host = (backends.to_numpy if backend is None else backend.to_host, _HOST.xp)
+        watch = Watch(xp, sampler, kept[0] if n_keep else n_iter, state.position, resume, host)
         if k0 % check_every and k0 < n_iter:  # resumed inside a window: continue it
             infos[k0 - 1] = watch.reopen(infos[k0 - 1])
         k = k0
@@ -397,9 +399,12 @@ def _column(values: list, chains: int, backend: Any = None) -> Any:
     if not arrays:
         row = hx.asarray(values, dtype=hx.float64)
         return hx.broadcast_to(row[None, :], (chains, len(values)))
-    xp = array_namespace(arrays[0]) if backend is None else backend.xp
-    to_host = backends.to_numpy if backend is None else backend.to_host
-    dev = device_of(arrays[0])
+    if all(host_namespace(namespace_name(array_namespace(v))) for v in arrays):
+        xp, to_host, dev = hx, hx.asarray, None  # already on the host (a compiled block's window statistics)
+    else:
+        xp = array_namespace(arrays[0]) if backend is None else backend.xp
+        to_host = backends.to_numpy if backend is None else backend.to_host
+        dev = device_of(arrays[0])
     if 4 * len(arrays) <= len(values):  # a few arrays among numbers (a window's value at its end): those alone
         at_ = [i for i, v in enumerate(values) if not isinstance(v, numbers.Number)]
         row = hx.asarray([v if isinstance(v, numbers.Number) else 0.0 for v in values], dtype=hx.float64)

@@ -16,6 +16,7 @@ import sys
 import textwrap
 
 import numpy as np
+from scipy import stats
 import pytest
 
 jax = pytest.importorskip("jax")
@@ -63,6 +64,20 @@ def test_same_seed_same_draws_and_dtype_does_not_change_integers():
     # and the streams go on alike after draws of different dtypes
     np.testing.assert_array_equal(np.asarray(a.uniform((7,))), np.asarray(b.uniform((7,))))
     assert a.uniform((4,), dtype=jnp.float32).dtype == jnp.float32
+
+
+@pytest.mark.parametrize("high", [7, 1000, 2**32 + 5])  # the scaled draw, and randint beyond its range
+def test_integers_are_uniform_over_the_whole_range(high):
+    g = backends.default_rng(21, backend="jax")
+    x = np.asarray(g.integers(high, (140_000,)))
+    assert x.min() >= 0 and x.max() < high
+    bins = 7 if high == 7 else 20
+    counts = np.bincount(np.minimum(x * bins // high, bins - 1).astype(np.int64), minlength=bins)
+    # equal-width bins of the range (uneven by at most one value in `high`): a chi-square test, fixed seed
+    expected = np.array([len(range(-(-b * high // bins), -(-(b + 1) * high // bins))) for b in range(bins)]) / high
+    assert stats.chisquare(counts, expected * x.size).pvalue > 1e-3
+    if high == 7:
+        assert counts.min() > 0   # the top value is drawn too
 
 
 def test_spawned_streams_are_reproducible_and_independent():

@@ -262,6 +262,9 @@ def test_cupy_backend_lists_a_kernel_for_every_dispatch_name():
     names.discard("complete_rows")
     # compiled blocks of iterations are JAX's (jit of a scan); on CuPy each step is a few kernel launches
     names.discard("block_runner")
+    # the rank normalisation of the end-of-run diagnostics runs on the host copy of the draws (scipy's
+    # quantile); a CuPy array would take the array-API twin
+    names.discard("rank_normal")
     assert names <= set(table), sorted(names - set(table))
 
 

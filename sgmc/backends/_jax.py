@@ -143,6 +143,23 @@ def _integers(key, shape, dtype, high):
     return key, jax.random.randint(sub, shape, 0, high, dtype)
 
 
+#: Largest range drawn by :func:`_scaled_integers` (in 64-bit mode).
+_SCALED_MAX = 2**32
+
+
+@partial(jax.jit, static_argnums=(1, 2, 3))
+def _scaled_integers(key, shape, dtype, high):
+    """Integers in ``[0, high)`` as ``floor(U * high)``, ``U`` a 64-bit uniform (52 random bits).
+
+    One draw of bits per integer where ``jax.random.randint`` draws two and reduces them (about 3x
+    the time of the whole SGLD step's other work on a CPU). Each integer's probability is a whole number
+    of the 2**52 values of ``U`` over 2**52, within ``high / 2**52 <= 2**-20`` of ``1 / high``, relative.
+    """
+    key, sub = jax.random.split(key)
+    u = jax.random.uniform(sub, shape, jnp.float64)
+    return key, jnp.minimum(jnp.floor(u * high), high - 1).astype(dtype)
+
+
 class JaxGenerator(Generator):
     """Random numbers from a ``jax.random`` key, split once per draw.
 
@@ -191,7 +208,10 @@ class JaxGenerator(Generator):
 
     def integers(self, high, shape, dtype=None):
         wide = _canonical(np.int64)
-        out = self._advance(*_integers(self._key, tuple(shape), wide, high))
+        if isinstance(high, int) and 0 < high <= _SCALED_MAX and jax.config.jax_enable_x64:
+            out = self._advance(*_scaled_integers(self._key, tuple(shape), wide, high))
+        else:
+            out = self._advance(*_integers(self._key, tuple(shape), wide, high))
         want = wide if dtype is None else _canonical(dtype)
         return out if want == wide else out.astype(want)
 

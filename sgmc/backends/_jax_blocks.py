@@ -42,7 +42,7 @@ class BlockRunner:
         self._write = jax.jit(_write_rows, donate_argnums=0)
 
     def _function(self, windows: int, n: int, keep_grads: bool, stein: bool, args: tuple) -> Any:
-        key, state = args[0], args[1]
+        state = args[1]
         sig = (windows, n, keep_grads, stein, jax.tree.structure(state),
                tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(state)))
         fn = self._compiled.get(sig)
@@ -84,7 +84,8 @@ class BlockRunner:
         that also keeps the key and state where each window ends (when they are small: see
         :func:`_windows`), so the loop may end at any of them (``at``). With ``watch``, ``(centre,
         start, stein)`` of the loop's :class:`~sgmc.diagnostics.runaway.Watch`, the block also returns
-        each window's statistics (:func:`_window_stats`), computed where the draws are.
+        each window's statistics (:func:`_window_stats`), computed where the draws are and copied to the
+        host with the block's finiteness flag.
         """
         state = jax.tree.map(_typed, state)
         n = len(hs)
@@ -99,7 +100,9 @@ class BlockRunner:
             out = _step_by_step(self.sampler, self.estimator, gen, state, hs, keep_grads or stein)
             return (*out, None, None)
         new_key, new_state, ends, (positions, grads, infos), stats = fn(*args)
-        if not bool(stats[-1]):
+        # one copy to the host: the finiteness flag and, when asked for, the windows' statistics
+        ok, stats = jax.device_get((stats[-1], stats[:-1] if watch is not None else None))
+        if not ok:
             # Diverged inside the block: leave the generator and state as they were, so that the step-by-step
             # loop runs the same iterations and reports the divergence at its iteration, with its draws.
             self.declined = True
@@ -112,8 +115,7 @@ class BlockRunner:
             gen.continue_from(key_w)
             return state_w
 
-        return (new_state, positions, grads, _unstack(infos, n), at if ends is not None else None,
-                stats[:-1] if watch is not None else None)
+        return new_state, positions, grads, _unstack(infos, n), at if ends is not None else None, stats
 
     def write(self, buffer: Any, start: int, rows: Any) -> Any:
         """``buffer[:, start:start + rows.shape[1], :] = rows``, in the donated buffer."""

@@ -224,8 +224,9 @@ class Watch:
         A loop continued from a checkpoint: ``c`` comes from its kept draws.
     """
 
-    def __init__(self, xp: Any, sampler: Any, start: int, position: Array, resume: Any = None):
-        self.xp, self.start = xp, start
+    def __init__(self, xp: Any, sampler: Any, start: int, position: Array, resume: Any = None,
+                 host: tuple | None = None):
+        self.xp, self.start, self._host = xp, start, host
         self.stein = getattr(sampler, "name", None) in STEIN_SAMPLERS
         self.top = xp.max(xp.abs(position), axis=-1)
         self.centre = None
@@ -280,19 +281,40 @@ class Watch:
         """``(c, start - k, stein)`` for a compiled block from iteration ``k`` that computes :meth:`window`'s input."""
         return self.centre, self.start - k, self.stein
 
+    def to_host(self) -> None:
+        """Keep the quantities on the host from now on (``host``: ``(to_host, host namespace)``).
+
+        For a loop whose compiled blocks return their window statistics on the host: folding them in
+        and checking them then costs no device call.
+        """
+        to_host, hx = self._host
+        if self.xp is hx:
+            return
+
+        def moved(a: Any) -> Any:
+            return a if a is None or isinstance(a, (int, float)) else hx.asarray(to_host(a))
+
+        self.top, self.m, self.s, self.centre = moved(self.top), moved(self.m), moved(self.s), moved(self.centre)
+        self.xp = hx
+        self._dot = lambda a, b: hx.sum(a * b, axis=-1)
+
     def window(self, k: int, a: int, b: int, stats: tuple, w: int, positions: Array) -> None:
         """Fold in iterations ``a .. b - 1``, window ``w`` of a block from ``k``, from the block's statistics.
 
         ``stats`` are ``(abs_max, stein)`` per window (windows, chains) as the block computed them with
-        :meth:`block_args`; ``positions`` (iterations, chains, dim) are the block's, for the centre.
+        :meth:`block_args`, on the host when the watch was given ``host`` (it then moves there);
+        ``positions`` (iterations, chains, dim) are the block's, for the centre.
         """
+        if self._host is not None:
+            self.to_host()
         xp = self.xp
         ab = stats[0][w, ...][:, None]
         self.m = ab if self.m is None else xp.maximum(self.m, ab)
         if not self.stein:
             return
         if a <= self.start < b:
-            self.centre = xp.asarray(positions[self.start - k, ...], copy=True)
+            row = positions[self.start - k, ...]
+            self.centre = xp.asarray(self._host[0](row) if self._host is not None else row, copy=True)
         n = b - max(a, self.start + 1)
         if n > 0:
             u = stats[1][w, ...]
