@@ -19,6 +19,16 @@ from sgmc import chains, models  # noqa: E402
 pytestmark = pytest.mark.skipif(not jax.config.jax_enable_x64, reason="the suite runs JAX in 64-bit mode")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Each test compiles its own blocks (compiled blocks are otherwise kept across runs)."""
+    from sgmc.backends import _jax_blocks
+
+    _jax_blocks.clear_cache()
+    yield
+    _jax_blocks.clear_cache()
+
+
 def _model():
     r = np.random.default_rng(0)
     X = r.standard_normal((600, 3))
@@ -112,3 +122,21 @@ def test_a_stop_between_two_windows_of_one_block_ends_there_and_resumes_as_one_r
     _same(resumed.draws, full.draws)
     for key in ("abs_max", "stein", "stein_n"):
         _same(resumed.stats[key], full.stats[key])
+
+
+def test_compiled_blocks_are_kept_across_runs_and_only_for_what_they_were_traced_with(monkeypatch):
+    args = dict(batch_size=30, step_size=2e-3, n_iter=250, chains=2, rng=5, progress=False, check_every=100)
+    first = sgmc.sample(MODEL, "sghmc", **args)
+    again = sgmc.sample(MODEL, "sghmc", **args)               # equal settings: nothing compiles
+    assert first.info["compile_time"] > 0 and "compile_time" not in again.info
+    np.testing.assert_array_equal(np.asarray(again.draws), np.asarray(first.draws))
+    # what the trace reads changed: a sampler setting, the model's data (same shapes): compiled afresh
+    r = np.random.default_rng(1)
+    other = models.LogisticRegression(r.standard_normal((600, 3)), (r.random(600) < 0.5) * 1.0, backend="jax")
+    for model, opts in ((MODEL, {"friction": 2.5}), (other, None)):
+        fresh = sgmc.sample(model, "sghmc", sampler_options=opts, **args)
+        assert fresh.info["compile_time"] > 0
+        with monkeypatch.context() as mp:
+            mp.setattr(chains, "compiled_plan", lambda *a: None)
+            looped = sgmc.sample(model, "sghmc", sampler_options=opts, **args)
+        _same(fresh.draws, looped.draws)

@@ -214,6 +214,9 @@ def test_from_jax_in_a_jitted_step_makes_the_hand_written_models_draw(est_name):
 def test_sample_runs_a_from_jax_model_like_the_hand_written_one(sampler, estimator):
     args = dict(sampler=sampler, estimator=estimator, batch_size=8, step_size=2e-3, n_iter=30, chains=2, rng=3,
                 progress=False)
+    from sgmc.backends import _jax_blocks
+
+    _jax_blocks.clear_cache()  # compiled afresh here (blocks are otherwise kept across runs)
     a, b = sgmc.sample(FJ, **args), sgmc.sample(REF, **args)
     assert a.info["compile_time"] > 0
     _close(a.draws, b.draws)

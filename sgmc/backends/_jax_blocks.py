@@ -9,11 +9,15 @@ host.
 
 from __future__ import annotations
 
+import functools
 import time
+import types
+from collections import OrderedDict
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._values import TracingError
 
@@ -39,13 +43,24 @@ class BlockRunner:
         #: Seconds spent compiling, summed over the block shapes of the run.
         self.compile_seconds = 0.0
         self._compiled: dict = {}
-        self._write = jax.jit(_write_rows, donate_argnums=0)
+        self._write = _WRITE
+        self._held: list = []  # what the cache key names by identity, kept alive while the entry is
+        try:
+            self._key = (_fingerprint(sampler, self._held), _fingerprint(estimator, self._held))
+            hash(self._key)
+        except TypeError:  # something unhashable inside: compiled for this run only
+            self._key = None
 
     def _function(self, windows: int, n: int, keep_grads: bool, stein: bool, args: tuple) -> Any:
         state = args[1]
         sig = (windows, n, keep_grads, stein, jax.tree.structure(state),
                tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(state)))
         fn = self._compiled.get(sig)
+        if fn is None and self._key is not None:
+            fn = _CACHE.get((self._key, sig))
+            if fn is not None:
+                _CACHE.move_to_end((self._key, sig))
+                self._compiled[sig] = fn
         if fn is None:
             sampler, estimator, key_stream = self.sampler, self.estimator, self._stream
             want_grads = keep_grads or stein
@@ -75,6 +90,12 @@ class BlockRunner:
                 return None
             self.compile_seconds += time.perf_counter() - t0
             self._compiled[sig] = fn
+            if self._key is not None:
+                _CACHE[(self._key, sig)] = fn
+                _HELD[(self._key, sig)] = self._held
+                while len(_CACHE) > CACHE_SIZE:
+                    old, _ = _CACHE.popitem(last=False)
+                    _HELD.pop(old, None)
         return fn
 
     def run(self, gen: Any, state: Any, hs: list, keep_grads: bool, window: int = 0, watch: Any = None) -> Any:
@@ -158,6 +179,58 @@ def _windows(n: int, window: int, state: Any) -> int:
 
 def _write_rows(buffer: Any, start: Any, rows: Any) -> Any:
     return jax.lax.dynamic_update_slice(buffer, rows.astype(buffer.dtype), (0, start, 0))
+
+
+_WRITE = jax.jit(_write_rows, donate_argnums=0)
+
+#: Most compiled blocks kept across runs (the least recently used goes first).
+CACHE_SIZE = 16
+_CACHE: OrderedDict = OrderedDict()
+_HELD: dict = {}
+#: Most elements of a NumPy array named by its contents in a cache key (a larger one: by identity).
+_BY_VALUE = 4096
+
+
+def clear_cache() -> None:
+    """Forget the compiled blocks kept across runs (and the objects their keys hold)."""
+    _CACHE.clear()
+    _HELD.clear()
+
+
+def _fingerprint(obj: Any, held: list, depth: int = 0) -> Any:
+    """A hashable summary of ``obj`` as far as a traced ``step`` can read it, for the cache of compiled blocks.
+
+    Compiled blocks are kept across runs (``sgmc.sample`` called again with the same sampler settings,
+    estimator and model compiles nothing), so the key must change whenever anything the trace reads
+    does: numbers, strings and ``None`` enter by value, containers item by item, an object by its
+    type and attributes (to a depth of four), a small NumPy array by its bytes, and everything else
+    (JAX arrays, which are immutable; functions, classes and modules; large arrays; objects deeper
+    than four levels) by identity, held in ``held`` so that the identity cannot be reused while the
+    cached entry lives. A large NumPy array changed in place keeps its identity: the cached block
+    would keep the old values, so change such data by building a new model (or call
+    :func:`clear_cache`).
+    """
+    if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
+        return type(obj).__name__, obj
+    if isinstance(obj, (tuple, list)):
+        return type(obj).__name__, tuple(_fingerprint(o, held, depth) for o in obj)
+    if isinstance(obj, (set, frozenset)):
+        return type(obj).__name__, tuple(sorted((_fingerprint(o, held, depth) for o in obj), key=repr))
+    if isinstance(obj, dict):
+        return "dict", tuple(sorted((repr(k), _fingerprint(v, held, depth)) for k, v in obj.items()))
+    if isinstance(obj, np.ndarray) and obj.size <= _BY_VALUE:
+        return "ndarray", obj.shape, obj.dtype.str, obj.tobytes()
+    held.append(obj)
+    attrs = getattr(obj, "__dict__", None)
+    array = hasattr(obj, "shape") and hasattr(obj, "dtype")  # JAX arrays carry an empty __dict__
+    if attrs is None or array or depth >= 4 or isinstance(obj, _BY_IDENTITY):
+        return "id", id(obj)
+    return type(obj), tuple(sorted((k, _fingerprint(v, held, depth + 1)) for k, v in attrs.items()))
+
+
+#: Objects named by identity whatever their attributes: code (two functions with no attributes differ).
+_BY_IDENTITY = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                functools.partial)
 
 
 def _typed(x: Any) -> Any:
