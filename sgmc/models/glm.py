@@ -20,7 +20,7 @@ from typing import Any
 from .. import backends
 from .._array_api import Array, device_of
 from .._dispatch import native
-from .._flow import over_groups
+from .._flow import on_host, over_groups
 from .._param_names import check_param_names, column_names
 from .._validation import check_positive
 from .._blocks import RowSource, is_out_of_core, out_of_core_design, row_blocks
@@ -136,9 +136,18 @@ class _GLM(Model):
             return out
         return xp.concat(parts, axis=1)
 
+    def _full_eta(self, theta: Array) -> Array:
+        """``theta @ X.T`` (chains, N). Off the host as ``(X @ theta.T).T``: JAX's eager ``X.T`` copies all
+        of ``X`` first (about 8x the product's time at N = 1e5, d = 100); NumPy's is a view, and its
+        product stays as it was."""
+        if on_host(self.xp):
+            return theta @ self.X.T
+        xp = self.xp
+        return xp.matrix_transpose(self.X @ xp.matrix_transpose(theta))
+
     def _linear(self, theta: Array, idx: Array | None):
         if idx is None:
-            return theta @ self.X.T, self.y[None, :], None
+            return self._full_eta(theta), self.y[None, :], None
         xp = self.xp
         # One flat index serves both gathers; the rows are gathered once and reused for the gradient.
         flat = xp.reshape(idx, (-1,))
@@ -242,7 +251,7 @@ class _GLM(Model):
             logf, g = self._block_sums(theta, True, True)
             return self.log_prior(theta) + logf, self.grad_log_prior(theta) + g
         xp = self.xp
-        eta = theta @ self.X.T
+        eta = self._full_eta(theta)
         logf, r, _ = self._terms(eta, self.y[None, :], want=(True, True, False))
         logp = self.log_prior(theta) + xp.sum(logf, axis=-1)
         return logp, self.grad_log_prior(theta) + r @ self.X
