@@ -27,14 +27,14 @@ import time
 from typing import Any, Callable, NamedTuple, Sequence
 
 from . import backends
-from ._array_api import Array, array_namespace, at, device_of, namespace_name
-from .backends._values import host_namespace
+from ._array_api import Array, array_namespace, at, device_of
 from .diagnostics.runaway import Watch
 from .samplers._compiled import plan as compiled_plan
 from .samplers._fused import plan as fused_plan
 
 #: The host backend, where statistics are kept; fixed, so looked up once.
 _HOST = backends.get_backend("numpy")
+_HOST_ARRAY = type(_HOST.xp.asarray(0.0))
 
 __all__ = ["ChainsResult", "ChainsProgress", "DivergenceError", "run_chains", "step_stats", "check_diverged"]
 
@@ -399,7 +399,7 @@ def _column(values: list, chains: int, backend: Any = None) -> Any:
     if not arrays:
         row = hx.asarray(values, dtype=hx.float64)
         return hx.broadcast_to(row[None, :], (chains, len(values)))
-    if all(host_namespace(namespace_name(array_namespace(v))) for v in arrays):
+    if all(isinstance(v, _HOST_ARRAY) for v in arrays):
         xp, to_host, dev = hx, hx.asarray, None  # already on the host (a compiled block's window statistics)
     else:
         xp = array_namespace(arrays[0]) if backend is None else backend.xp

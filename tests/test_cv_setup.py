@@ -165,3 +165,27 @@ def test_prepare_takes_the_centre_gradient_once_and_counts_it_once(monkeypatch):
     np.testing.assert_allclose(tr.draws, ref.draws, rtol=0, atol=1e-9)
     assert sum(np.array_equal(t, at_centre[-1]) for t in at_centre) == 1  # the centre's gradient: once
     assert float(tr.info["setup_data_passes"]) == pytest.approx(float(ref.info["setup_data_passes"]), abs=1e-12)
+
+
+def test_init_computes_the_centre_gradient_once_per_centre_value():
+    strict = pytest.importorskip("array_api_strict")   # no native centre terms: the model's own pass
+    r = np.random.default_rng(4)
+    X, y = r.normal(size=(300, 3)), (r.random(300) < 0.5) * 1.0
+    model = LogisticRegression(strict.asarray(X), strict.asarray(y))
+    calls = []
+    real = model.grad_log_lik_sum
+    model.grad_log_lik_sum = lambda *a, **k: calls.append(1) or real(*a, **k)
+    est = ControlVariate(model, 20, centre=strict.asarray([0.1, -0.2, 0.3]))
+    rng = backends.default_rng(0, backend=strict)
+    first = est.init(rng, strict.zeros((2, 3)))
+    again = est.init(rng, strict.zeros((2, 3)))
+    assert len(calls) == 1 and again.centre_grad is first.centre_grad
+    want = np.asarray(real(strict.reshape(strict.asarray([0.1, -0.2, 0.3]), (1, 3))))
+    np.testing.assert_allclose(np.asarray(again.centre_grad), want, rtol=1e-13)
+    moved = ControlVariate(model, 20, centre=strict.asarray([0.0, 0.0, 0.0]))   # another estimator
+    moved.init(rng, strict.zeros((2, 3)))
+    est.centre = strict.asarray([0.0, 0.5, 0.0])                                   # a new centre value
+    fresh = est.init(rng, strict.zeros((2, 3)))
+    assert len(calls) == 3
+    np.testing.assert_allclose(np.asarray(fresh.centre_grad),
+                               np.asarray(real(strict.reshape(est.centre, (1, 3)))), rtol=1e-13)

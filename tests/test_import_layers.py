@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     )),
     ("data and file edges", ("sgmc.datasets", "sgmc._blocks", "sgmc._safefile")),
     # the metric a model offers through fisher_metric() is part of the model contract
-    ("models", ("sgmc.models", "sgmc.optimize", "sgmc.samplers.metrics")),
+    ("models", ("sgmc.models", "sgmc.optimize", "sgmc._lbfgs", "sgmc.samplers.metrics")),
     ("estimators", ("sgmc.estimators",)),
     ("samplers", ("sgmc.samplers",)),
     ("state space and sequence methods", ("sgmc.ssm", "sgmc.clustering", "sgmc.rnn")),

@@ -36,6 +36,9 @@ __all__ = ["ControlVariate", "ControlVariateState", "SVRG", "SVRGState", "centre
 # The residual table at a centre, computed in the same pass over the data as the full gradient there:
 # (a weak reference to that gradient array, the table). One entry, dropped with the array.
 _TABLE: list = []
+#: Per estimator, the centre and the full-data gradient there that ``init`` computed (kept while the
+#: estimator lives, outside its attributes; a centre changed in value is computed afresh).
+_CENTRE_GRAD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _forget(ref: Any) -> None:
@@ -245,7 +248,14 @@ class ControlVariate(Estimator):
         if terms is None:
             terms = _centre_terms(self.model, self.centre)
         if terms is None:
-            return ControlVariateState(self.centre, self.model.grad_log_lik_sum(xp.reshape(self.centre, (1, -1))))
+            # the gradient at this centre, computed once per estimator and centre: a later run reuses it
+            held = _CENTRE_GRAD.get(self)
+            if held is not None and held[0].shape == self.centre.shape and bool(xp.all(held[0] == self.centre)):
+                return ControlVariateState(self.centre, held[1])
+            grad = self.model.grad_log_lik_sum(xp.reshape(self.centre, (1, -1)))
+            if not tracing(grad):
+                _CENTRE_GRAD[self] = (xp.asarray(self.centre, copy=True), grad)
+            return ControlVariateState(self.centre, grad)
         grad, table = terms  # one pass: the gradient, and (from a native) the residuals the fused blocks read
         if table is not None:
             _TABLE[:] = [(weakref.ref(grad, _forget), table)]
